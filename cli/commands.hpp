@@ -1,0 +1,16 @@
+// Each subcommand registers its flags and its action on the top-level CLI11 app.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace cpullm::cli {
+
+void register_generate(CLI::App& app);
+void register_logits(CLI::App& app);
+void register_info(CLI::App& app);
+void register_gen_model(CLI::App& app);
+
+// -t/--threads, shared by every command that runs the model. 0 keeps OpenMP's default.
+void add_threads_option(CLI::App& command, int& threads);
+void apply_threads(int threads);
+
+}  // namespace cpullm::cli

@@ -1,0 +1,43 @@
+// cpullm: one program, one subcommand per job. Errors about user input end in one line on
+// stderr and exit status 1.
+#include <omp.h>
+
+#include <cstdio>
+#include <new>
+
+#include "cli/commands.hpp"
+#include "engine/util/error.hpp"
+
+namespace cpullm::cli {
+
+void add_threads_option(CLI::App& command, int& threads) {
+  command.add_option("-t,--threads", threads, "Threads for the kernels (0: all cores)")->check(CLI::Range(0, 4096));
+}
+
+void apply_threads(int threads) {
+  if (threads > 0) omp_set_num_threads(threads);
+}
+
+}  // namespace cpullm::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"cpullm: CPU-only LLaMA inference, benchmarking and tuning"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "cpullm 0.1");
+  cpullm::cli::register_generate(app);
+  cpullm::cli::register_logits(app);
+  cpullm::cli::register_info(app);
+  cpullm::cli::register_gen_model(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const cpullm::Error& e) {
+    std::fprintf(stderr, "cpullm: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "cpullm: error: out of memory\n");
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,31 @@
+// Every tensor type llama.cpp's ggml defines, with its block layout, so the reader can size
+// (and `info` can list) any file, and the engine can refuse precisely the types it cannot run.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace cpullm {
+
+// Values are ggml's `enum ggml_type`, the numbers stored in GGUF tensor infos.
+enum class GgmlType : uint32_t {
+  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
+  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15,
+  IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19, IQ4_NL = 20, IQ3_S = 21, IQ2_S = 22,
+  IQ4_XS = 23, I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, IQ1_M = 29, BF16 = 30,
+  TQ1_0 = 34, TQ2_0 = 35, MXFP4 = 39,
+};
+
+struct GgmlTypeTraits {
+  std::string_view name;
+  int64_t block_elements;  // elements per block; a row's length must be a multiple
+  int64_t block_bytes;     // bytes per block
+};
+
+// nullopt for values ggml never defined or has removed (Q4_2, Q4_3, the 4x4/4x8 repacks).
+std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t type);
+// Why a number is not a usable type: "removed from ggml (was Q4_2)" or "unknown".
+std::string_view ggml_type_rejection(uint32_t type);
+std::string_view ggml_type_name(GgmlType type);
+
+}  // namespace cpullm

@@ -1,0 +1,160 @@
+#include "engine/format/gguf_writer.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include "engine/util/error.hpp"
+
+namespace cpullm {
+
+// Metadata values are appended to metadata_ through these small helpers.
+namespace {
+template <typename T>
+void append_pod(std::vector<std::byte>& out, const T& value) {
+  auto* b = reinterpret_cast<const std::byte*>(&value);
+  out.insert(out.end(), b, b + sizeof(T));
+}
+void append_string(std::vector<std::byte>& out, std::string_view s) {
+  append_pod<uint64_t>(out, s.size());
+  auto* b = reinterpret_cast<const std::byte*>(s.data());
+  out.insert(out.end(), b, b + s.size());
+}
+template <typename T>
+void append_array(std::vector<std::byte>& out, GgufValueType element, std::span<const T> values) {
+  append_pod<uint32_t>(out, static_cast<uint32_t>(element));
+  append_pod<uint64_t>(out, values.size());
+  for (const T& v : values) append_pod(out, v);
+}
+}  // namespace
+
+GgufWriter::GgufWriter(std::string path, uint32_t alignment) : path_(std::move(path)), alignment_(alignment) {
+  file_ = std::fopen(path_.c_str(), "wb");
+  if (!file_) fail_file(path_, "cannot create: {}", std::strerror(errno));
+  if (alignment_ != kGgufDefaultAlignment) add_u32("general.alignment", alignment_);
+}
+
+GgufWriter::~GgufWriter() {
+  if (file_) std::fclose(file_);
+}
+
+void GgufWriter::put(const void* data, std::size_t size) {
+  if (std::fwrite(data, 1, size, file_) != size) fail_file(path_, "write failed: {}", std::strerror(errno));
+  position_ += size;
+}
+
+void GgufWriter::put_string(std::string_view s) {
+  put_u64(s.size());
+  put(s.data(), s.size());
+}
+
+void GgufWriter::begin_key(std::string_view key, GgufValueType type) {
+  if (header_written_) fail_file(path_, "metadata '{}' added after tensor data started", key);
+  append_string(metadata_, key);
+  append_pod<uint32_t>(metadata_, static_cast<uint32_t>(type));
+  ++metadata_count_;
+}
+
+
+void GgufWriter::add_u32(std::string_view key, uint32_t value) {
+  begin_key(key, GgufValueType::U32);
+  append_pod(metadata_, value);
+}
+void GgufWriter::add_f32(std::string_view key, float value) {
+  begin_key(key, GgufValueType::F32);
+  append_pod(metadata_, value);
+}
+void GgufWriter::add_bool(std::string_view key, bool value) {
+  begin_key(key, GgufValueType::BOOL);
+  append_pod<uint8_t>(metadata_, value ? 1 : 0);
+}
+void GgufWriter::add_string(std::string_view key, std::string_view value) {
+  begin_key(key, GgufValueType::STRING);
+  append_string(metadata_, value);
+}
+void GgufWriter::add_strings(std::string_view key, const std::vector<std::string>& values) {
+  begin_key(key, GgufValueType::ARRAY);
+  append_pod<uint32_t>(metadata_, static_cast<uint32_t>(GgufValueType::STRING));
+  append_pod<uint64_t>(metadata_, values.size());
+  for (const auto& v : values) append_string(metadata_, v);
+}
+void GgufWriter::add_f32s(std::string_view key, std::span<const float> values) {
+  begin_key(key, GgufValueType::ARRAY);
+  append_array(metadata_, GgufValueType::F32, values);
+}
+void GgufWriter::add_i32s(std::string_view key, std::span<const int32_t> values) {
+  begin_key(key, GgufValueType::ARRAY);
+  append_array(metadata_, GgufValueType::I32, values);
+}
+
+uint64_t GgufWriter::add_tensor(std::string_view name, GgmlType type, std::vector<int64_t> ne) {
+  if (header_written_) fail_file(path_, "tensor '{}' declared after tensor data started", name);
+  auto traits = ggml_type_traits(static_cast<uint32_t>(type));
+  if (!traits || ne.empty() || ne.size() > kGgmlMaxDims) fail_file(path_, "tensor '{}': bad type or rank", name);
+  int64_t elements = 1;
+  for (int64_t extent : ne) elements *= extent;
+  if (ne[0] % traits->block_elements != 0)
+    fail_file(path_, "tensor '{}': row length {} is not a multiple of {}'s block size {}", name, ne[0], traits->name,
+              traits->block_elements);
+  uint64_t bytes = static_cast<uint64_t>(elements / traits->block_elements * traits->block_bytes);
+  tensors_.push_back({std::string(name), type, std::move(ne), next_offset_, bytes});
+  next_offset_ = (next_offset_ + bytes + alignment_ - 1) / alignment_ * alignment_;
+  return bytes;
+}
+
+void GgufWriter::pad_to_alignment(uint64_t position) {
+  static constexpr std::byte zeros[256] = {};
+  uint64_t padding = (alignment_ - position % alignment_) % alignment_;
+  while (padding > 0) {
+    std::size_t n = std::min<uint64_t>(padding, sizeof(zeros));
+    put(zeros, n);
+    padding -= n;
+  }
+}
+
+void GgufWriter::write_header() {
+  put_u32(kGgufMagic);
+  put_u32(3);
+  put_u64(tensors_.size());
+  put_u64(metadata_count_);
+  put(metadata_.data(), metadata_.size());
+  for (const auto& t : tensors_) {
+    put_string(t.name);
+    put_u32(static_cast<uint32_t>(t.ne.size()));
+    for (int64_t extent : t.ne) put_u64(static_cast<uint64_t>(extent));
+    put_u32(static_cast<uint32_t>(t.type));
+    put_u64(t.offset);
+  }
+  pad_to_alignment(position_);
+  header_written_ = true;
+}
+
+void GgufWriter::write_data(std::span<const std::byte> bytes) {
+  if (!header_written_) write_header();
+  while (!bytes.empty()) {
+    if (current_tensor_ >= tensors_.size()) fail_file(path_, "more tensor data written than declared");
+    const PendingTensor& t = tensors_[current_tensor_];
+    uint64_t n = std::min<uint64_t>(bytes.size(), t.bytes - current_written_);
+    put(bytes.data(), n);
+    bytes = bytes.subspan(n);
+    current_written_ += n;
+    if (current_written_ == t.bytes) {
+      pad_to_alignment(position_);
+      ++current_tensor_;
+      current_written_ = 0;
+    }
+  }
+}
+
+void GgufWriter::finish() {
+  if (!header_written_) write_header();
+  if (current_tensor_ != tensors_.size())
+    fail_file(path_, "tensor '{}' got {} of its {} bytes", tensors_[current_tensor_].name, current_written_,
+              tensors_[current_tensor_].bytes);
+  if (std::fclose(file_) != 0) {
+    file_ = nullptr;
+    fail_file(path_, "close failed: {}", std::strerror(errno));
+  }
+  file_ = nullptr;
+}
+
+}  // namespace cpullm

@@ -1,0 +1,48 @@
+#include "engine/kernels/ops.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace cpullm {
+
+void rmsnorm(float* out, const float* x, const float* weight, int64_t n, float eps) {
+  float sum_squares = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum_squares += x[i] * x[i];
+  const float scale = 1.0f / std::sqrt(sum_squares / static_cast<float>(n) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
+}
+
+void softmax(float* x, int64_t n) {
+  const float max_value = *std::max_element(x, x + n);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max_value);
+    sum += x[i];
+  }
+  for (int64_t i = 0; i < n; ++i) x[i] /= sum;
+}
+
+void rope(float* vec, int64_t n_heads, int64_t head_dim, int64_t pos, float theta) {
+  for (int64_t i = 0; i < head_dim; i += 2) {
+    // The angle is computed in double: at long positions FP32 loses the low bits of pos*freq.
+    const double angle = static_cast<double>(pos) * std::pow(static_cast<double>(theta), -static_cast<double>(i) / head_dim);
+    const float c = static_cast<float>(std::cos(angle));
+    const float s = static_cast<float>(std::sin(angle));
+    for (int64_t h = 0; h < n_heads; ++h) {
+      float* pair = vec + h * head_dim + i;
+      const float x0 = pair[0], x1 = pair[1];
+      pair[0] = x0 * c - x1 * s;
+      pair[1] = x0 * s + x1 * c;
+    }
+  }
+}
+
+void swiglu(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void add_in_place(float* x, const float* delta, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += delta[i];
+}
+
+}  // namespace cpullm

@@ -1,0 +1,56 @@
+// A LLaMA model ready to run: the mapped file, its weights, a KV cache and scratch buffers.
+// forward() is the whole network for one token, written as the list of steps it is.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/format/gguf.hpp"
+#include "engine/model/config.hpp"
+#include "engine/model/weights.hpp"
+
+namespace cpullm {
+
+struct KvCache {
+  int64_t context = 0;        // positions it holds
+  std::vector<float> keys;    // (n_layers, context, kv_dim), RoPE already applied
+  std::vector<float> values;  // (n_layers, context, kv_dim)
+};
+
+struct RunState {
+  std::vector<float> x;       // (dim) residual stream
+  std::vector<float> xb;      // (dim) normalised input, then attention output
+  std::vector<float> xb2;     // (dim) output of a projection back to dim
+  std::vector<float> q;       // (dim) query of the current position
+  std::vector<float> hb;      // (ffn_dim) gate, then the SwiGLU activation
+  std::vector<float> hb2;     // (ffn_dim) up projection
+  std::vector<float> scores;  // (n_heads, context) attention scores
+  std::vector<float> logits;  // (vocab)
+};
+
+class Model {
+ public:
+  // context 0 means min(trained context, 4096).
+  Model(const std::string& path, int64_t context = 0);
+
+  const GgufFile& file() const { return *file_; }
+  const LlamaConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  int64_t context() const { return cache_.context; }
+  uint64_t kv_cache_bytes() const { return 2 * cache_.keys.size() * sizeof(float); }
+
+  // Runs `token` at position `pos` (0 <= pos < context, earlier positions already run) and
+  // returns the logits (vocab) for the next token. Valid until the next call.
+  std::span<const float> forward(int32_t token, int64_t pos);
+
+ private:
+  std::unique_ptr<GgufFile> file_;
+  LlamaConfig config_;
+  ModelWeights weights_;
+  KvCache cache_;
+  RunState state_;
+};
+
+}  // namespace cpullm

@@ -1,0 +1,70 @@
+#include "engine/model/weights.hpp"
+
+#include <fmt/format.h>
+
+#include "engine/format/gguf.hpp"
+#include "engine/util/error.hpp"
+
+namespace cpullm {
+namespace {
+
+void check_alignment(const GgufFile& file, const GgufTensorInfo& t, std::size_t element_bytes) {
+  if (reinterpret_cast<uintptr_t>(t.data) % element_bytes != 0)
+    fail_file(file.path(), "tensor '{}' data is not aligned to {} bytes (file alignment {})", t.name, element_bytes,
+              file.alignment());
+}
+
+WeightMatrix matrix(const GgufFile& file, const std::string& name, int64_t rows, int64_t cols) {
+  const GgufTensorInfo& t = file.require_tensor(name);
+  if (t.n_dims != 2 || t.ne[0] != cols || t.ne[1] != rows)
+    fail_file(file.path(), "tensor '{}' has shape {}, expected [{}, {}]", name, t.shape_string(), cols, rows);
+  if (!matvec_supports(t.type))
+    fail_file(file.path(), "tensor '{}' has type {}, which this build's kernels cannot run (supported: F32, F16, BF16)",
+              name, ggml_type_name(t.type));
+  check_alignment(file, t, t.type == GgmlType::F32 ? 4 : 2);
+  return {t.data, t.type, rows, cols};
+}
+
+const float* norm(const GgufFile& file, const std::string& name, int64_t dim) {
+  const GgufTensorInfo& t = file.require_tensor(name);
+  if (t.n_dims != 1 || t.ne[0] != dim)
+    fail_file(file.path(), "tensor '{}' has shape {}, expected [{}]", name, t.shape_string(), dim);
+  if (t.type != GgmlType::F32)
+    fail_file(file.path(), "norm tensor '{}' has type {} (norms must be F32, as llama.cpp writes them)", name,
+              ggml_type_name(t.type));
+  check_alignment(file, t, 4);
+  return reinterpret_cast<const float*>(t.data);
+}
+
+}  // namespace
+
+ModelWeights map_weights(const GgufFile& file, LlamaConfig& config) {
+  const GgufTensorInfo& embedding = file.require_tensor("token_embd.weight");
+  if (embedding.n_dims != 2)
+    fail_file(file.path(), "tensor 'token_embd.weight' has shape {}, expected [dim, vocab]", embedding.shape_string());
+  config.vocab_size = embedding.ne[1];
+  const int64_t dim = config.dim, kv_dim = config.kv_dim(), ffn = config.ffn_dim;
+
+  ModelWeights w;
+  w.token_embedding = matrix(file, "token_embd.weight", config.vocab_size, dim);
+  for (int64_t l = 0; l < config.n_layers; ++l) {
+    auto name = [l](const char* part) { return fmt::format("blk.{}.{}.weight", l, part); };
+    LayerWeights layer;
+    layer.attn_norm = norm(file, name("attn_norm"), dim);
+    layer.wq = matrix(file, name("attn_q"), dim, dim);
+    layer.wk = matrix(file, name("attn_k"), kv_dim, dim);
+    layer.wv = matrix(file, name("attn_v"), kv_dim, dim);
+    layer.wo = matrix(file, name("attn_output"), dim, dim);
+    layer.ffn_norm = norm(file, name("ffn_norm"), dim);
+    layer.w_gate = matrix(file, name("ffn_gate"), ffn, dim);
+    layer.w_up = matrix(file, name("ffn_up"), ffn, dim);
+    layer.w_down = matrix(file, name("ffn_down"), dim, ffn);
+    w.layers.push_back(layer);
+  }
+  w.output_norm = norm(file, "output_norm.weight", dim);
+  w.tied_output = file.find_tensor("output.weight") == nullptr;
+  w.output = w.tied_output ? w.token_embedding : matrix(file, "output.weight", config.vocab_size, dim);
+  return w;
+}
+
+}  // namespace cpullm
