@@ -4,6 +4,7 @@
 #include "cli/commands.hpp"
 #include "engine/synthetic/synthetic_model.hpp"
 #include "engine/util/error.hpp"
+#include "engine/util/process_memory.hpp"
 
 namespace cpullm::cli {
 namespace {
@@ -45,9 +46,10 @@ void run_gen_model(const GenModelOptions& o) {
   options.dtype = o.dtype == "f32" ? GgmlType::F32 : o.dtype == "bf16" ? GgmlType::BF16 : GgmlType::F16;
   const uint64_t bytes = write_synthetic_model(o.output_path, options);
   std::fprintf(stderr,
-               "cpullm: wrote %s: %s, %ld layers, dim %ld, ffn %ld, %ld heads (%ld KV), vocab %ld, %s, %.1f MiB\n",
+               "cpullm: wrote %s: %s, %ld layers, dim %ld, ffn %ld, %ld heads (%ld KV), vocab %ld, %s, %.1f MiB; "
+               "peak resident %.1f MiB\n",
                o.output_path.c_str(), shape.name.c_str(), shape.n_layers, shape.dim, shape.ffn_dim, shape.n_heads,
-               shape.n_kv_heads, shape.vocab_size, o.dtype.c_str(), bytes / 1048576.0);
+               shape.n_kv_heads, shape.vocab_size, o.dtype.c_str(), bytes / 1048576.0, peak_resident_bytes() / 1048576.0);
 }
 
 }  // namespace

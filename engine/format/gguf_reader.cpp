@@ -11,6 +11,12 @@ namespace {
 
 // Nested arrays are legal GGUF; a depth limit keeps a hostile file from exhausting the stack.
 constexpr int kMaxArrayDepth = 16;
+// Counts in the file are checked against its size, but a parsed entry takes several times its
+// bytes on disk in memory. These caps, far above any real model (Llama 3 has ~400K vocabulary
+// strings and merges, ~300 tensors), bound memory whatever a hostile file claims.
+constexpr uint64_t kMaxMetadataEntries = 1u << 16;
+constexpr uint64_t kMaxMetadataItems = 1u << 22;  // strings and arrays inside arrays, all keys together
+constexpr uint64_t kMaxTensors = 1u << 18;
 
 // Reads little-endian values from the mapping, refusing to step past its end.
 class Cursor {
@@ -57,7 +63,8 @@ GgufValueType checked_value_type(uint32_t raw, const std::string& path, std::str
   return static_cast<GgufValueType>(raw);
 }
 
-GgufValue read_value(Cursor& cursor, GgufValueType type, std::string_view key, int depth, const std::string& path) {
+GgufValue read_value(Cursor& cursor, GgufValueType type, std::string_view key, int depth, uint64_t& item_budget,
+                     const std::string& path) {
   GgufValue value;
   value.type = type;
   switch (type) {
@@ -92,15 +99,14 @@ GgufValue read_value(Cursor& cursor, GgufValueType type, std::string_view key, i
       if (element_size) {
         value.raw = cursor.take(value.count * element_size, key);
       } else {
+        if (value.count > item_budget)
+          fail_file(path, "metadata array '{}' has {} elements; cpullm accepts at most {} strings and arrays in all "
+                    "metadata", key, value.count, kMaxMetadataItems);
+        item_budget -= value.count;
         value.items.reserve(value.count);
         for (uint64_t i = 0; i < value.count; ++i) {
-          GgufValueType element_type = value.element_type;
-          if (element_type == GgufValueType::ARRAY) {
-            // A nested array's element type is stored with each element.
-            value.items.push_back(read_value(cursor, GgufValueType::ARRAY, key, depth + 1, path));
-          } else {
-            value.items.push_back(read_value(cursor, element_type, key, depth + 1, path));
-          }
+          // A nested array stores its own element type and count, read by the recursive call.
+          value.items.push_back(read_value(cursor, value.element_type, key, depth + 1, item_budget, path));
         }
       }
       break;
@@ -192,16 +198,21 @@ GgufFile::GgufFile(const std::string& path) : file_(std::make_unique<MappedFile>
   uint64_t kv_count = cursor.read<uint64_t>("metadata count");
   // Smallest possible entries: a key/value is 8 (key length) + 4 (type) + 1 byte; a tensor
   // info is 8 (name length) + 4 (n_dims) + 8 (one dimension) + 4 (type) + 8 (offset).
+  if (kv_count > kMaxMetadataEntries)
+    fail_file(path, "header claims {} metadata entries; cpullm accepts at most {}", kv_count, kMaxMetadataEntries);
+  if (tensor_count > kMaxTensors)
+    fail_file(path, "header claims {} tensors; cpullm accepts at most {}", tensor_count, kMaxTensors);
   if (kv_count > cursor.remaining() / 13)
     fail_file(path, "header claims {} metadata entries, more than the file's {} bytes can hold", kv_count, file_->size());
   if (tensor_count > cursor.remaining() / 32)
     fail_file(path, "header claims {} tensors, more than the file's {} bytes can hold", tensor_count, file_->size());
 
+  uint64_t item_budget = kMaxMetadataItems;
   metadata_.reserve(kv_count);
   for (uint64_t i = 0; i < kv_count; ++i) {
     std::string_view key = cursor.read_string("metadata key");
     GgufValueType type = checked_value_type(cursor.read<uint32_t>(key), path, key);
-    GgufValue value = read_value(cursor, type, key, 0, path);
+    GgufValue value = read_value(cursor, type, key, 0, item_budget, path);
     if (!metadata_index_.emplace(key, metadata_.size()).second) fail_file(path, "duplicate metadata key '{}'", key);
     metadata_.emplace_back(key, std::move(value));
   }

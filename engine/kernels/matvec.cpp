@@ -1,5 +1,7 @@
 #include "engine/kernels/matvec.hpp"
 
+#include <immintrin.h>
+
 #include <cstring>
 
 #include "engine/util/error.hpp"
@@ -28,6 +30,23 @@ float dot_vectorised(const Element* w, const float* x, int64_t n) {
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int64_t i = 0; i < n; ++i) sum += to_float(w[i]) * x[i];
+  return sum;
+}
+
+// GCC converts _Float16 one element at a time inside the loop above (3 GB/s measured against
+// 50 GB/s for BF16), so FP16 gets F16C's 8-wide conversion explicitly. F16C is part of the
+// x86-64-v3 baseline, so this needs no dispatch.
+float dot_vectorised(const F16Bits* w, const float* x, int64_t n) {
+  __m256 sum8 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 w8 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i)));
+    sum8 = _mm256_fmadd_ps(w8, _mm256_loadu_ps(x + i), sum8);
+  }
+  const __m128 sum4 = _mm_add_ps(_mm256_castps256_ps128(sum8), _mm256_extractf128_ps(sum8, 1));
+  const __m128 sum2 = _mm_add_ps(sum4, _mm_movehl_ps(sum4, sum4));
+  float sum = _mm_cvtss_f32(_mm_add_ss(sum2, _mm_movehdup_ps(sum2)));
+  for (; i < n; ++i) sum += to_float(w[i]) * x[i];
   return sum;
 }
 

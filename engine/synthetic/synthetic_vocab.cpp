@@ -49,14 +49,15 @@ SyntheticVocab make_synthetic_vocab(int64_t vocab_size) {
     }
   };
 
+  // Special pieces, byte pieces, U+2581 and the printable ASCII characters come first.
+  constexpr int64_t kMinimum = 3 + 256 + 1 + ('~' - '!' + 1);
+  if (vocab_size < kMinimum) fail("a synthetic vocabulary needs at least {} pieces (asked for {})", kMinimum, vocab_size);
   add("<unk>", TokenType::Unknown);
   add("<s>", TokenType::Control);
   add("</s>", TokenType::Control);
   for (int byte = 0; byte < 256; ++byte) add(fmt::format("<0x{:02X}>", byte), TokenType::Byte);
   add(std::string(kSpace), TokenType::Normal);
   for (char c = '!'; c <= '~'; ++c) add(std::string(1, c), TokenType::Normal);
-  const int64_t minimum = static_cast<int64_t>(v.pieces.size()) + 1;
-  if (vocab_size < minimum) fail("a synthetic vocabulary needs at least {} pieces (asked for {})", minimum, vocab_size);
 
   for (const char* word : kWords) {
     add_with_prefixes(std::string(kSpace) + word);

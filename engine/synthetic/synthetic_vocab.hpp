@@ -14,7 +14,7 @@ struct SyntheticVocab {
   std::vector<int32_t> types;       // (vocab) tokenizer.ggml.token_type values
 };
 
-// vocab_size must be at least 259 + the number of single-character pieces (~100).
+// vocab_size must be at least 354: specials, bytes, U+2581 and printable ASCII.
 SyntheticVocab make_synthetic_vocab(int64_t vocab_size);
 
 }  // namespace cpullm

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <queue>
 
 #include "engine/format/gguf.hpp"
@@ -64,9 +65,9 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
     if (scores) t.scores_[i] = static_cast<float>(scores->number_at(i));
     if (types) t.types_[i] = static_cast<TokenType>(types->integer_at(i));
     const std::string& p = t.pieces_[i];
-    unsigned byte = 0;
     bool looks_like_byte = p.size() == 6 && p.starts_with("<0x") && p.back() == '>' &&
-                           std::sscanf(p.c_str() + 3, "%2x", &byte) == 1;
+                           std::isxdigit(static_cast<unsigned char>(p[3])) && std::isxdigit(static_cast<unsigned char>(p[4]));
+    const int byte = looks_like_byte ? std::stoi(p.substr(3, 2), nullptr, 16) : 0;  // 0..255 by construction
     if (!types && looks_like_byte) t.types_[i] = TokenType::Byte;
     if (t.types_[i] == TokenType::Byte) {
       if (!looks_like_byte) fail_file(file.path(), "byte token {} is '{}', not <0xXX>", i, p);

@@ -11,6 +11,7 @@ ProgressBar::ProgressBar(std::string label, uint64_t total_bytes)
       start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
 
 void ProgressBar::update(uint64_t done_bytes) {
+  if (done_bytes >= total_) return;  // finish() draws the last line
   auto now = std::chrono::steady_clock::now();
   int decile = static_cast<int>(done_bytes * 10 / total_);
   bool due = terminal_ ? now - last_draw_ > std::chrono::milliseconds(200) : decile > last_decile_;

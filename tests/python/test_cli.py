@@ -1,0 +1,194 @@
+#!/usr/bin/python3
+"""End-to-end checks of the cpullm command line.
+
+Every subcommand's --help; `info` as text and JSON; `generate` on stories260K reproducing the
+known text through the CLI; seeded sampling; `gen-model` streaming with flat peak memory; and
+bad input of every kind ending in one clear error line and exit status 1, never a crash.
+
+Usage: test_cli.py --cpullm BIN --shared DIR --workdir DIR
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+CHECKS = []
+
+
+def check(fn):
+    CHECKS.append(fn)
+    return fn
+
+
+def run(args, expect_ok=True, timeout=300):
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    if expect_ok and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()}")
+    return proc
+
+
+def expect_error(args, *fragments):
+    """The command must fail with status 1, its last line 'cpullm: error: ...' holding fragments."""
+    proc = run(args, expect_ok=False)
+    assert proc.returncode == 1, f"{args}: exit {proc.returncode} (stderr: {proc.stderr.strip()})"
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("cpullm: error: "), f"{args}: stderr {proc.stderr!r}"
+    for fragment in fragments:
+        assert fragment in last, f"{args}: {fragment!r} not in {last!r}"
+
+
+def known_good_story(shared):
+    readme = open(os.path.join(shared, "README.md"), encoding="utf-8").read()
+    section = readme[readme.index("## Known-good output"):]
+    return section.split("```\n", 1)[1].split("\n```", 1)[0]
+
+
+@check
+def help_for_every_subcommand(ctx):
+    for command, flags in [("generate", ["--prompt", "--temp", "--top-k", "--top-p", "--seed", "--threads", "--ctx-size"]),
+                           ("logits", ["--output"]), ("info", ["--json"]),
+                           ("gen-model", ["--shape", "--layers", "--kv-heads", "--dtype", "--tied-output"])]:
+        out = run([ctx.cpullm, command, "--help"]).stdout
+        for flag in flags:
+            assert flag in out, f"{command} --help lacks {flag}"
+    assert "gen-model" in run([ctx.cpullm, "--help"]).stdout
+
+
+@check
+def small_synthetic_model(ctx):
+    run([ctx.cpullm, "gen-model", "--shape", "custom", "--layers", "2", "--dim", "64", "--ffn", "128", "--heads", "4",
+         "--kv-heads", "2", "--vocab", "1000", "--ctx", "64", "--dtype", "bf16", "-o", ctx.small])
+
+
+@check
+def info_text_and_json(ctx):
+    text = run([ctx.cpullm, "info", ctx.small]).stdout
+    assert "GGUF v3" in text and "blk.1.ffn_down.weight" in text and "BF16" in text, text[:500]
+    data = json.loads(run([ctx.cpullm, "info", ctx.small, "--json"]).stdout)
+    assert data["metadata"]["llama.block_count"]["value"] == 2
+    assert data["metadata"]["tokenizer.ggml.tokens"]["value"][1] == "<s>"
+    names = [t["name"] for t in data["tensors"]]
+    assert len(names) == 2 + 2 * 9 + 1 and "output.weight" in names, names
+    down = next(t for t in data["tensors"] if t["name"] == "blk.0.ffn_down.weight")
+    assert down["shape"] == [128, 64] and down["bytes"] == 128 * 64 * 2, down
+    assert data["totals"]["bytes"] == sum(t["bytes"] for t in data["tensors"])
+
+
+@check
+def generate_prints_text_and_timing(ctx):
+    proc = run([ctx.cpullm, "generate", "-m", ctx.small, "-p", "once upon a time", "-n", "12", "--ignore-eos", "-t", "2"])
+    assert proc.stdout.startswith("once upon a time"), proc.stdout
+    summary = proc.stderr.strip().splitlines()[-1]
+    for pattern in [r"prompt 5 tokens, [\d.]+ tokens/s", r"time to first token [\d.]+ ms",
+                    r"generated 12 tokens, [\d.]+ tokens/s", r"2 threads"]:
+        assert re.search(pattern, summary), f"{pattern!r} not in {summary!r}"
+
+
+@check
+def stories_greedy_text_through_the_cli(ctx):
+    if not ctx.stories:
+        return "skip: stories260K.gguf not found"
+    out = run([ctx.cpullm, "generate", "-m", ctx.stories, "--temp", "0", "-n", "200"]).stdout
+    assert out == known_good_story(ctx.shared) + "\n", out
+
+
+@check
+def seeded_sampling_is_reproducible(ctx):
+    if not ctx.stories:
+        return "skip: stories260K.gguf not found"
+    def sample(seed):
+        return run([ctx.cpullm, "generate", "-m", ctx.stories, "--temp", "1", "--seed", str(seed), "-n", "40"]).stdout
+    assert sample(5) == sample(5)
+    assert sample(5) != sample(6)
+
+
+@check
+def logits_writes_npy(ctx):
+    out = os.path.join(ctx.workdir, "l.npy")
+    proc = run([ctx.cpullm, "logits", "-m", ctx.small, "-p", "the ball", "-o", out])
+    ids = [int(t) for t in proc.stdout.split(":", 1)[1].split()]
+    assert ids[0] == 1 and len(ids) == 3, ids
+    raw = open(out, "rb").read()
+    assert raw.startswith(b"\x93NUMPY") and b"'shape': (3, 1000, )" in raw
+    assert len(raw) - (10 + int.from_bytes(raw[8:10], "little")) == 3 * 1000 * 4
+
+
+@check
+def gen_model_memory_does_not_grow_with_layers(ctx):
+    """Streaming: writing three layers of LLaMA-7B width peaks no higher than writing one."""
+    peaks = []
+    for layers in ("1", "3"):
+        path = os.path.join(ctx.workdir, "wide.gguf")
+        proc = run([ctx.cpullm, "gen-model", "--shape", "llama-7b", "--layers", layers, "--vocab", "1000", "-o", path])
+        assert "gen-model wide.gguf [" in proc.stderr, "no progress bar"
+        peaks.append(float(re.search(r"peak resident ([\d.]+) MiB", proc.stderr).group(1)))
+        size = os.path.getsize(path)
+        os.remove(path)
+    assert size > 1000 * 2**20, size  # three layers at 7B width: over a gigabyte written
+    assert peaks[1] < peaks[0] + 16 and peaks[1] < 64, peaks
+    return f"peak resident MiB for 1 and 3 layers: {peaks}"
+
+
+@check
+def bad_input_is_one_clear_error(ctx):
+    missing = os.path.join(ctx.workdir, "missing.gguf")
+    proc = run([ctx.cpullm, "info", missing], expect_ok=False)
+    assert proc.returncode != 0 and "missing.gguf" in proc.stderr, proc.stderr
+    not_gguf = os.path.join(ctx.workdir, "not.gguf")
+    open(not_gguf, "wb").write(b"hello, this is not a model at all")
+    expect_error([ctx.cpullm, "info", not_gguf], not_gguf, "bad magic")
+    truncated = os.path.join(ctx.workdir, "truncated.gguf")
+    open(truncated, "wb").write(open(ctx.small, "rb").read()[:5000])
+    expect_error([ctx.cpullm, "info", truncated], truncated, "truncated")
+    expect_error([ctx.cpullm, "generate", "-m", truncated], truncated)
+    expect_error([ctx.cpullm, "generate", "-m", ctx.small, "-c", "8", "-n", "20"], "exceeds the context")
+    expect_error([ctx.cpullm, "gen-model", "--shape", "custom", "--dim", "64", "-o", os.path.join(ctx.workdir, "x")],
+                 "--shape custom needs")
+    expect_error([ctx.cpullm, "gen-model", "--shape", "custom", "--layers", "1", "--dim", "30", "--ffn", "8",
+                  "--heads", "4", "--vocab", "400", "-o", os.path.join(ctx.workdir, "x")], "heads of even size")
+    # Flag errors come from CLI11: non-zero exit and a message naming the flag.
+    for args, fragment in [(["generate", "-m", ctx.small, "--temp", "-1"], "--temp"),
+                           (["generate", "-m", ctx.small, "--top-p", "2"], "--top-p"),
+                           (["generate", "-m", ctx.small, "--bogus"], "--bogus"),
+                           (["gen-model", "--shape", "gpt-9", "-o", "x"], "--shape"),
+                           (["generate"], "--model")]:
+        proc = run([ctx.cpullm] + args, expect_ok=False)
+        assert proc.returncode not in (0, -6, -11) and fragment in proc.stderr, (args, proc.returncode, proc.stderr)
+    if ctx.shared_q8:
+        expect_error([ctx.cpullm, "generate", "-m", ctx.shared_q8], ctx.shared_q8, "has type Q8_0")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cpullm", required=True)
+    ap.add_argument("--shared", required=True)
+    ap.add_argument("--workdir", required=True)
+    ctx = ap.parse_args()
+    os.makedirs(ctx.workdir, exist_ok=True)
+    ctx.small = os.path.join(ctx.workdir, "small.gguf")
+    found = lambda name: os.path.join(ctx.shared, name) if os.path.isfile(os.path.join(ctx.shared, name)) else None
+    ctx.stories, ctx.shared_q8 = found("stories260K.gguf"), found("stories260K-q8_0.gguf")
+    if not ctx.stories:
+        print(f"note: {ctx.shared}/stories260K.gguf not found: the checks that need it are skipped")
+    passed = failed = skipped = 0
+    for fn in CHECKS:
+        try:
+            note = fn(ctx)
+        except Exception as e:  # noqa: BLE001 - every failure is reported, then the next check runs
+            failed += 1
+            print(f"FAIL {fn.__name__}: {e}")
+            continue
+        if isinstance(note, str) and note.startswith("skip"):
+            skipped += 1
+            print(f"SKIP {fn.__name__}: {note}")
+        else:
+            passed += 1
+            print(f"PASS {fn.__name__}" + (f": {note}" if note else ""))
+    print(f"{passed} passed, {failed} failed, {skipped} skipped")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

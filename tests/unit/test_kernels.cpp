@@ -1,0 +1,193 @@
+// Kernels against plain references. Bounds: an FP32 sum of n products differs from the exact
+// sum by at most about n * 2^-24 * sum|w_i x_i| in any order, so the reference is checked
+// against double precision and the parallel path against the reference with that bound.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "engine/kernels/attention.hpp"
+#include "engine/kernels/matvec.hpp"
+#include "engine/kernels/ops.hpp"
+#include "engine/util/half.hpp"
+
+namespace cpullm {
+namespace {
+
+struct Matrix {
+  std::vector<std::byte> storage;
+  std::vector<double> exact;  // (rows, cols) the stored values, widened
+  WeightMatrix view;
+};
+
+Matrix random_matrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const std::size_t element = type == GgmlType::F32 ? 4 : 2;
+  Matrix m;
+  m.storage.resize(rows * cols * element);
+  m.exact.resize(rows * cols);
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    float v = dist(rng);
+    if (type == GgmlType::F32) {
+      std::memcpy(&m.storage[i * 4], &v, 4);
+      m.exact[i] = v;
+    } else {
+      uint16_t bits = type == GgmlType::F16 ? fp32_to_fp16(v) : fp32_to_bf16(v);
+      std::memcpy(&m.storage[i * 2], &bits, 2);
+      m.exact[i] = type == GgmlType::F16 ? fp16_to_fp32(bits) : bf16_to_fp32(bits);
+    }
+  }
+  m.view = {m.storage.data(), type, rows, cols};
+  return m;
+}
+
+class MatvecTest : public ::testing::TestWithParam<std::tuple<GgmlType, int64_t, int64_t>> {};
+
+TEST_P(MatvecTest, ReferenceAndParallelMatchExactProducts) {
+  auto [type, rows, cols] = GetParam();
+  std::mt19937 rng(static_cast<unsigned>(rows * 131 + cols));
+  Matrix m = random_matrix(type, rows, cols, rng);
+  std::vector<float> x(cols);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  for (float& v : x) v = dist(rng);
+
+  std::vector<float> reference(rows), parallel(rows);
+  matvec_reference(reference.data(), m.view, x.data());
+  matvec(parallel.data(), m.view, x.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    double exact = 0, magnitude = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      exact += m.exact[r * cols + c] * x[c];
+      magnitude += std::abs(m.exact[r * cols + c] * x[c]);
+    }
+    const double bound = cols * 0x1.0p-24 * magnitude + 1e-30;
+    ASSERT_LE(std::abs(reference[r] - exact), bound) << "row " << r;
+    ASSERT_LE(std::abs(parallel[r] - reference[r]), 2 * bound) << "row " << r;
+  }
+}
+
+// Shapes off every vector width and block size, plus the decode shapes of real models.
+INSTANTIATE_TEST_SUITE_P(Shapes, MatvecTest,
+                         ::testing::Combine(::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::BF16),
+                                            ::testing::Values(1, 7, 33, 256),
+                                            ::testing::Values(1, 13, 64, 65, 1000)));
+INSTANTIATE_TEST_SUITE_P(ModelShapes, MatvecTest,
+                         ::testing::Values(std::tuple{GgmlType::F16, 96, 2048}, std::tuple{GgmlType::BF16, 64, 5632},
+                                           std::tuple{GgmlType::F32, 32, 4096}));
+
+TEST(Matvec, SameResultForAnyThreadCount) {
+  std::mt19937 rng(3);
+  Matrix m = random_matrix(GgmlType::F16, 300, 700, rng);
+  std::vector<float> x(700, 0.25f), one(300), two(300);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  matvec(one.data(), m.view, x.data());
+  omp_set_num_threads(2);
+  matvec(two.data(), m.view, x.data());
+  omp_set_num_threads(threads);
+  EXPECT_EQ(one, two);  // each row is one thread's sequential work: bitwise equal
+}
+
+TEST(Matvec, RefusesTypesWithoutAKernel) {
+  std::vector<std::byte> block(34);
+  WeightMatrix q8{block.data(), GgmlType::Q8_0, 1, 32};
+  EXPECT_FALSE(matvec_supports(GgmlType::Q8_0));
+  float y, x[32] = {};
+  EXPECT_THROW(matvec(&y, q8, x), std::exception);
+}
+
+TEST(WeightRows, ConvertExactly) {
+  std::mt19937 rng(5);
+  for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+    Matrix m = random_matrix(type, 4, 9, rng);
+    std::vector<float> row(9);
+    weight_row_to_float(row.data(), m.view, 2);
+    for (int c = 0; c < 9; ++c) EXPECT_EQ(row[c], static_cast<float>(m.exact[2 * 9 + c]));
+  }
+}
+
+TEST(Half, Bf16RoundsToNearestEvenAndKeepsNan) {
+  EXPECT_EQ(fp32_to_bf16(1.0f), 0x3f80);
+  // 1 + 2^-8 is halfway between two BF16 values: ties go to the even one (1.0).
+  EXPECT_EQ(fp32_to_bf16(1.0f + 0x1.0p-8f), 0x3f80);
+  EXPECT_EQ(fp32_to_bf16(1.0f + 0x1.8p-8f), 0x3f81);
+  EXPECT_TRUE(std::isnan(bf16_to_fp32(fp32_to_bf16(std::nanf("")))));
+  EXPECT_EQ(fp16_to_fp32(fp32_to_fp16(0.333251953125f)), 0.333251953125f);  // representable
+  EXPECT_EQ(fp16_to_fp32(0x7c00), INFINITY);
+}
+
+TEST(Ops, RmsnormMatchesFormula) {
+  std::vector<float> x = {1, -2, 3, 0.5f}, w = {1, 2, 0.5f, -1}, out(4);
+  rmsnorm(out.data(), x.data(), w.data(), 4, 1e-5f);
+  const double rms = std::sqrt((1 + 4 + 9 + 0.25) / 4.0 + 1e-5);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(out[i], x[i] / rms * w[i], 1e-6);
+}
+
+TEST(Ops, SoftmaxIsStableAndNormalised) {
+  std::vector<float> x = {1000, 1001, 999};
+  softmax(x.data(), 3);
+  EXPECT_NEAR(x[0] + x[1] + x[2], 1.0, 1e-6);
+  EXPECT_NEAR(x[1], 1 / (1 + std::exp(-1.0) + std::exp(-2.0)), 1e-6);
+}
+
+TEST(Ops, RopeRotatesAdjacentPairs) {
+  const int64_t heads = 2, head_dim = 8, pos = 5;
+  const float theta = 10000;
+  std::vector<float> v(heads * head_dim);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.1f * static_cast<float>(i) - 0.3f;
+  std::vector<float> rotated = v;
+  rope(rotated.data(), heads, head_dim, pos, theta);
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < head_dim; i += 2) {
+      const double angle = pos * std::pow(theta, -static_cast<double>(i) / head_dim);
+      const double x0 = v[h * head_dim + i], x1 = v[h * head_dim + i + 1];
+      EXPECT_NEAR(rotated[h * head_dim + i], x0 * std::cos(angle) - x1 * std::sin(angle), 1e-6);
+      EXPECT_NEAR(rotated[h * head_dim + i + 1], x0 * std::sin(angle) + x1 * std::cos(angle), 1e-6);
+    }
+  std::vector<float> at_zero = v;
+  rope(at_zero.data(), heads, head_dim, 0, theta);
+  EXPECT_EQ(at_zero, v);
+}
+
+TEST(Ops, SwigluIsSiluTimesUp) {
+  std::vector<float> gate = {-2, 0, 3}, up = {1, 5, -2};
+  swiglu(gate.data(), up.data(), 3);
+  EXPECT_NEAR(gate[0], -2 / (1 + std::exp(2.0)) * 1, 1e-6);
+  EXPECT_EQ(gate[1], 0.0f);
+  EXPECT_NEAR(gate[2], 3 / (1 + std::exp(-3.0)) * -2, 1e-5);
+}
+
+TEST(Attention, GroupedQueryMatchesNaiveDouble) {
+  const AttentionShape shape{8, 2, 4};
+  const int64_t positions = 11, kv_dim = shape.n_kv_heads * shape.head_dim;
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> q(shape.n_heads * shape.head_dim), keys(positions * kv_dim), values(positions * kv_dim);
+  for (auto* v : {&q, &keys, &values})
+    for (float& x : *v) x = dist(rng);
+  std::vector<float> out(q.size()), scores(shape.n_heads * positions);
+  attention(out.data(), q.data(), keys.data(), values.data(), positions, shape, scores.data());
+
+  for (int64_t h = 0; h < shape.n_heads; ++h) {
+    const int64_t kv = h / (shape.n_heads / shape.n_kv_heads);  // heads 0-3 read kv 0, 4-7 kv 1
+    std::vector<double> p(positions);
+    double total = 0;
+    for (int64_t t = 0; t < positions; ++t) {
+      double dot = 0;
+      for (int64_t i = 0; i < shape.head_dim; ++i) dot += q[h * shape.head_dim + i] * keys[t * kv_dim + kv * shape.head_dim + i];
+      p[t] = std::exp(dot / std::sqrt(static_cast<double>(shape.head_dim)));
+      total += p[t];
+    }
+    for (int64_t i = 0; i < shape.head_dim; ++i) {
+      double expected = 0;
+      for (int64_t t = 0; t < positions; ++t) expected += p[t] / total * values[t * kv_dim + kv * shape.head_dim + i];
+      EXPECT_NEAR(out[h * shape.head_dim + i], expected, 1e-5) << "head " << h;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cpullm

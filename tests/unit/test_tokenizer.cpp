@@ -1,0 +1,122 @@
+// Tokenizer: llama.cpp's Llama-2 fixtures, byte fallback, BOS handling, and the streaming
+// decoder's treatment of split and invalid UTF-8.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "engine/format/gguf.hpp"
+#include "engine/synthetic/synthetic_model.hpp"
+#include "engine/tokenizer/tokenizer.hpp"
+#include "tests/unit/test_support.hpp"
+
+namespace cpullm {
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> split(const std::string& text, const std::string& separator) {
+  std::vector<std::string> parts;
+  std::size_t start = 0, at;
+  while ((at = text.find(separator, start)) != std::string::npos) {
+    parts.push_back(text.substr(start, at - start));
+    start = at + separator.size();
+  }
+  parts.push_back(text.substr(start));
+  return parts;
+}
+
+TEST(Tokenizer, MatchesLlamaCppFixtures) {
+  auto vocab_path = test::shared_model("ggml-vocab-llama-spm.gguf");
+  if (!vocab_path) GTEST_SKIP() << "../shared/models/ggml-vocab-llama-spm.gguf not found";
+  const Tokenizer tokenizer = Tokenizer::from_gguf(GgufFile(*vocab_path));
+  // Inputs are separated by a line __ggml_vocab_test__; outputs are one line of ids per case.
+  std::vector<std::string> inputs = split(read_text(*vocab_path + ".inp"), "\n__ggml_vocab_test__\n");
+  if (!inputs.empty() && inputs.back().empty()) inputs.pop_back();
+  std::vector<std::string> outputs = split(read_text(*vocab_path + ".out"), "\n");
+  if (!outputs.empty() && outputs.back().empty()) outputs.pop_back();
+  ASSERT_EQ(inputs.size(), 46u);
+  ASSERT_EQ(outputs.size(), inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<int32_t> expected;
+    std::istringstream ids(outputs[i]);
+    for (int32_t id; ids >> id;) expected.push_back(id);
+    EXPECT_EQ(tokenizer.encode(inputs[i], false), expected) << "case " << i << ": '" << inputs[i] << "'";
+  }
+}
+
+TEST(Tokenizer, LlamaVocabularyRoundTrips) {
+  auto vocab_path = test::shared_model("ggml-vocab-llama-spm.gguf");
+  if (!vocab_path) GTEST_SKIP() << "../shared/models/ggml-vocab-llama-spm.gguf not found";
+  const Tokenizer tokenizer = Tokenizer::from_gguf(GgufFile(*vocab_path));
+  for (std::string text : {"Hello world", "  two spaces", "Äpfel und 🦙 llamas\n\ttabs", "日本語のテキスト"}) {
+    TextDecoder decoder(tokenizer);
+    std::vector<int32_t> tokens = tokenizer.encode(text, true);
+    std::string decoded;
+    for (std::size_t i = 1; i < tokens.size(); ++i) decoded += decoder.push(tokens[i - 1], tokens[i]);
+    decoded += decoder.finish();
+    EXPECT_EQ(decoded, text);
+  }
+}
+
+class SyntheticTokenizer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SyntheticModelOptions options;
+    options.shape = {"custom", 1, 16, 32, 2, 2, 1000, 32};
+    options.progress = false;
+    write_synthetic_model(dir_.file("tiny.gguf"), options);
+    file_ = std::make_unique<GgufFile>(dir_.file("tiny.gguf"));
+    tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(*file_));
+  }
+  test::TempDir dir_;
+  std::unique_ptr<GgufFile> file_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+};
+
+TEST_F(SyntheticTokenizer, EmptyTextIsBosAlone) {
+  EXPECT_EQ(tokenizer_->encode("", true), std::vector<int32_t>{1});
+  EXPECT_TRUE(tokenizer_->encode("", false).empty());
+}
+
+TEST_F(SyntheticTokenizer, MergesWordsAndFallsBackToBytes) {
+  // "▁the" is a piece; "é" (0xC3 0xA9) is not, so it becomes two byte pieces <0xC3><0xA9>.
+  std::vector<int32_t> tokens = tokenizer_->encode("the é", false);
+  ASSERT_EQ(tokens.size(), 4u);
+  EXPECT_EQ(tokenizer_->piece(tokens[0]), "\xe2\x96\x81the");
+  EXPECT_EQ(tokenizer_->piece(tokens[1]), "\xe2\x96\x81");
+  EXPECT_EQ(tokenizer_->piece(tokens[2]), "<0xC3>");
+  EXPECT_EQ(tokenizer_->piece(tokens[3]), "<0xA9>");
+}
+
+TEST_F(SyntheticTokenizer, DecoderHoldsSplitCharactersAndReplacesInvalidBytes) {
+  const int32_t c3 = tokenizer_->encode("é", false)[1], a9 = tokenizer_->encode("é", false)[2];
+  TextDecoder decoder(*tokenizer_);
+  EXPECT_EQ(decoder.push(5, c3), "");  // half a character: held back
+  EXPECT_EQ(decoder.push(c3, a9), "é");
+  // A lone continuation byte can never start a character.
+  EXPECT_EQ(decoder.push(a9, a9), "\xef\xbf\xbd");
+  // A lead byte followed by a space: the lead is replaced, the space kept.
+  const int32_t space_the = tokenizer_->encode("the", false)[0];
+  EXPECT_EQ(decoder.push(a9, c3), "");
+  EXPECT_EQ(decoder.push(c3, space_the), "\xef\xbf\xbd the");
+  EXPECT_EQ(decoder.push(space_the, c3), "");
+  EXPECT_EQ(decoder.finish(), "\xef\xbf\xbd");  // an unfinished character at the end
+}
+
+TEST_F(SyntheticTokenizer, LeadingSpaceAfterBosIsDropped) {
+  std::vector<int32_t> tokens = tokenizer_->encode("the ball", true);
+  TextDecoder decoder(*tokenizer_);
+  std::string text;
+  for (std::size_t i = 1; i < tokens.size(); ++i) text += decoder.push(tokens[i - 1], tokens[i]);
+  EXPECT_EQ(text, "the ball");
+  EXPECT_EQ(tokenizer_->token_bytes(tokenizer_->bos()), "");
+}
+
+}  // namespace
+}  // namespace cpullm
