@@ -69,14 +69,22 @@ TEST_P(MatvecTest, ReferenceAndParallelMatchExactProducts) {
   }
 }
 
+// Names like F16_33x65, so a failing case says what it was.
+std::string matvec_case_name(const ::testing::TestParamInfo<MatvecTest::ParamType>& info) {
+  auto [type, rows, cols] = info.param;
+  return std::string(ggml_type_name(type)) + "_" + std::to_string(rows) + "x" + std::to_string(cols);
+}
+
 // Shapes off every vector width and block size, plus the decode shapes of real models.
 INSTANTIATE_TEST_SUITE_P(Shapes, MatvecTest,
                          ::testing::Combine(::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::BF16),
                                             ::testing::Values(1, 7, 33, 256),
-                                            ::testing::Values(1, 13, 64, 65, 1000)));
+                                            ::testing::Values(1, 13, 64, 65, 1000)),
+                         matvec_case_name);
 INSTANTIATE_TEST_SUITE_P(ModelShapes, MatvecTest,
                          ::testing::Values(std::tuple{GgmlType::F16, 96, 2048}, std::tuple{GgmlType::BF16, 64, 5632},
-                                           std::tuple{GgmlType::F32, 32, 4096}));
+                                           std::tuple{GgmlType::F32, 32, 4096}),
+                         matvec_case_name);
 
 TEST(Matvec, SameResultForAnyThreadCount) {
   std::mt19937 rng(3);
