@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "cli/commands.hpp"
+#include "engine/kernels/isa.hpp"
 #include "engine/model/model.hpp"
 #include "engine/sampling/sampler.hpp"
 #include "engine/tokenizer/tokenizer.hpp"
@@ -21,6 +22,7 @@ struct GenerateOptions {
   int n_predict = 128;
   int64_t context = 0;
   int threads = 0;
+  std::string isa;
   bool ignore_eos = false;
   SamplingParams sampling;
 };
@@ -30,6 +32,7 @@ double seconds_between(Clock::time_point a, Clock::time_point b) { return std::c
 
 void run_generate(const GenerateOptions& o) {
   apply_threads(o.threads);
+  apply_isa(o.isa);
   const auto load_start = Clock::now();
   Model model(o.model_path, o.context);
   const Tokenizer tokenizer = Tokenizer::from_gguf(model.file());
@@ -76,10 +79,10 @@ void run_generate(const GenerateOptions& o) {
   const double generation_seconds = seconds_between(first_token_time, last_token_time);
   std::fprintf(stderr,
                "cpullm: prompt %zu tokens, %.1f tokens/s | time to first token %.1f ms | generated %d tokens, "
-               "%.2f tokens/s | %d threads, peak resident %.1f MiB\n",
+               "%.2f tokens/s | %d threads, kernels %s, peak resident %.1f MiB\n",
                prompt.size(), prompt.size() / prompt_seconds, seconds_between(start, first_token_time) * 1e3,
                generated, generated > 1 ? (generated - 1) / generation_seconds : 0.0, omp_get_max_threads(),
-               peak_resident_bytes() / 1048576.0);
+               std::string(isa_name(active_isa())).c_str(), peak_resident_bytes() / 1048576.0);
 }
 
 }  // namespace
@@ -98,6 +101,7 @@ void register_generate(CLI::App& app) {
   command->add_option("-s,--seed", options->sampling.seed, "Random seed");
   command->add_flag("--ignore-eos", options->ignore_eos, "Keep generating past the end-of-sequence token");
   add_threads_option(*command, options->threads);
+  add_isa_option(*command, options->isa);
   command->callback([options] { run_generate(*options); });
 }
 

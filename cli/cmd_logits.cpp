@@ -15,10 +15,12 @@ struct LogitsOptions {
   std::string prompt;
   std::string output_path;
   int threads = 0;
+  std::string isa;
 };
 
 void run_logits(const LogitsOptions& o) {
   apply_threads(o.threads);
+  apply_isa(o.isa);
   // Tokenize first so the KV cache is sized to the prompt (the second mapping shares pages).
   const std::vector<int32_t> prompt = Tokenizer::from_gguf(GgufFile(o.model_path)).encode(o.prompt, true);
   Model model(o.model_path, static_cast<int64_t>(prompt.size()));
@@ -43,6 +45,7 @@ void register_logits(CLI::App& app) {
   command->add_option("-p,--prompt", options->prompt, "Prompt text");
   command->add_option("-o,--output", options->output_path, "Output .npy file")->required();
   add_threads_option(*command, options->threads);
+  add_isa_option(*command, options->isa);
   command->callback([options] { run_logits(*options); });
 }
 

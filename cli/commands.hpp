@@ -8,9 +8,15 @@ void register_generate(CLI::App& app);
 void register_logits(CLI::App& app);
 void register_info(CLI::App& app);
 void register_gen_model(CLI::App& app);
+void register_quantize(CLI::App& app);
 
 // -t/--threads, shared by every command that runs the model. 0 keeps OpenMP's default.
 void add_threads_option(CLI::App& command, int& threads);
 void apply_threads(int threads);
+
+// --isa scalar|avx2|avx512, shared by every command that runs kernels. Empty keeps the
+// CPULLM_ISA environment variable or, without it, the best level the CPU has.
+void add_isa_option(CLI::App& command, std::string& isa);
+void apply_isa(const std::string& isa);
 
 }  // namespace cpullm::cli

@@ -6,6 +6,7 @@
 #include <new>
 
 #include "cli/commands.hpp"
+#include "engine/kernels/isa.hpp"
 #include "engine/util/error.hpp"
 
 namespace cpullm::cli {
@@ -18,6 +19,14 @@ void apply_threads(int threads) {
   if (threads > 0) omp_set_num_threads(threads);
 }
 
+void add_isa_option(CLI::App& command, std::string& isa) {
+  command.add_option("--isa", isa, "Kernel level: scalar, avx2 or avx512 (default: $CPULLM_ISA, else the best this CPU has)");
+}
+
+void apply_isa(const std::string& isa) {
+  if (!isa.empty()) force_isa(parse_isa(isa));
+}
+
 }  // namespace cpullm::cli
 
 int main(int argc, char** argv) {
@@ -28,6 +37,7 @@ int main(int argc, char** argv) {
   cpullm::cli::register_logits(app);
   cpullm::cli::register_info(app);
   cpullm::cli::register_gen_model(app);
+  cpullm::cli::register_quantize(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

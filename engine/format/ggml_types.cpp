@@ -23,6 +23,7 @@ constexpr std::array<GgmlTypeTraits, 40> kTraits = {{
 }  // namespace
 
 std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t type) {
+  if (type == static_cast<uint32_t>(GgmlType::CPULLM_INT8_CHANNEL)) return GgmlTypeTraits{"CPULLM_INT8_CHANNEL", 1, 1, 4};
   if (type >= kTraits.size() || kTraits[type].name.empty()) return std::nullopt;
   return kTraits[type];
 }

@@ -14,13 +14,23 @@ enum class GgmlType : uint32_t {
   IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19, IQ4_NL = 20, IQ3_S = 21, IQ2_S = 22,
   IQ4_XS = 23, I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, IQ1_M = 29, BF16 = 30,
   TQ1_0 = 34, TQ2_0 = 35, MXFP4 = 39,
+  // cpullm's own: per-output-channel symmetric INT8 (the seed's "symmetric INT8"). Each row is
+  // one FP32 scale then its int8 values. The number is far outside ggml's range, so llama.cpp
+  // and other GGUF readers refuse such a tensor as an unknown type instead of misreading it.
+  CPULLM_INT8_CHANNEL = 4097,
 };
 
 struct GgmlTypeTraits {
   std::string_view name;
   int64_t block_elements;  // elements per block; a row's length must be a multiple
   int64_t block_bytes;     // bytes per block
+  int64_t row_bytes_extra = 0;  // bytes each row carries besides its blocks (a per-row scale)
 };
+
+// Bytes of one row of `row_length` elements (row_length a multiple of block_elements).
+inline int64_t ggml_row_bytes(const GgmlTypeTraits& traits, int64_t row_length) {
+  return row_length / traits.block_elements * traits.block_bytes + traits.row_bytes_extra;
+}
 
 // nullopt for values ggml never defined or has removed (Q4_2, Q4_3, the 4x4/4x8 repacks).
 std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t type);

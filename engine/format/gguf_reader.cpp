@@ -249,8 +249,13 @@ GgufFile::GgufFile(const std::string& path) : file_(std::make_unique<MappedFile>
     if (info.ne[0] % traits->block_elements != 0)
       fail_file(path, "tensor '{}' of type {} has rows of {} elements, not a multiple of its block size {}", info.name,
                 traits->name, info.ne[0], traits->block_elements);
-    info.bytes = static_cast<uint64_t>(elements / traits->block_elements) * static_cast<uint64_t>(traits->block_bytes);
-    if (static_cast<uint64_t>(elements / traits->block_elements) > std::numeric_limits<uint64_t>::max() / traits->block_bytes)
+    // rows * (blocks per row * block bytes + per-row extra), every step overflow-checked.
+    const uint64_t rows = static_cast<uint64_t>(elements / info.ne[0]);
+    const uint64_t blocks_per_row = static_cast<uint64_t>(info.ne[0] / traits->block_elements);
+    uint64_t row_bytes = 0;
+    if (__builtin_mul_overflow(blocks_per_row, static_cast<uint64_t>(traits->block_bytes), &row_bytes) ||
+        __builtin_add_overflow(row_bytes, static_cast<uint64_t>(traits->row_bytes_extra), &row_bytes) ||
+        __builtin_mul_overflow(rows, row_bytes, &info.bytes))
       fail_file(path, "tensor '{}' size overflows 64 bits", info.name);
     info.offset = cursor.read<uint64_t>("tensor offset");
     if (info.offset % alignment_ != 0)

@@ -25,6 +25,40 @@ void append_array(std::vector<std::byte>& out, GgufValueType element, std::span<
   append_pod<uint64_t>(out, values.size());
   for (const T& v : values) append_pod(out, v);
 }
+// What GGUF stores after a value's type tag; an array's items recurse. Fixed-size arrays hold
+// their elements' bytes in `raw`, string and array arrays one GgufValue each in `items`.
+void append_value(std::vector<std::byte>& out, const GgufValue& value, std::string_view key, const std::string& path) {
+  switch (value.type) {
+    case GgufValueType::U8: append_pod(out, static_cast<uint8_t>(value.unsigned_integer)); break;
+    case GgufValueType::I8: append_pod(out, static_cast<int8_t>(value.integer)); break;
+    case GgufValueType::U16: append_pod(out, static_cast<uint16_t>(value.unsigned_integer)); break;
+    case GgufValueType::I16: append_pod(out, static_cast<int16_t>(value.integer)); break;
+    case GgufValueType::U32: append_pod(out, static_cast<uint32_t>(value.unsigned_integer)); break;
+    case GgufValueType::I32: append_pod(out, static_cast<int32_t>(value.integer)); break;
+    case GgufValueType::U64: append_pod(out, value.unsigned_integer); break;
+    case GgufValueType::I64: append_pod(out, value.integer); break;
+    case GgufValueType::F32: append_pod(out, static_cast<float>(value.real)); break;
+    case GgufValueType::F64: append_pod(out, value.real); break;
+    case GgufValueType::BOOL: append_pod<uint8_t>(out, value.boolean ? 1 : 0); break;
+    case GgufValueType::STRING: append_string(out, value.string); break;
+    case GgufValueType::ARRAY: {
+      const std::size_t element_size = gguf_value_type_size(value.element_type);
+      if (element_size ? value.raw.size() != value.count * element_size : value.items.size() != value.count)
+        fail_file(path, "metadata '{}': array declares {} elements but holds {} bytes and {} items", key, value.count,
+                  value.raw.size(), value.items.size());
+      append_pod(out, static_cast<uint32_t>(value.element_type));
+      append_pod(out, value.count);
+      out.insert(out.end(), value.raw.begin(), value.raw.end());
+      for (const GgufValue& item : value.items) {
+        if (item.type != value.element_type)
+          fail_file(path, "metadata '{}': array of {} holds a {}", key, gguf_value_type_name(value.element_type),
+                    gguf_value_type_name(item.type));
+        append_value(out, item, key, path);
+      }
+      break;
+    }
+  }
+}
 }  // namespace
 
 GgufWriter::GgufWriter(std::string path, uint32_t alignment) : path_(std::move(path)), alignment_(alignment) {
@@ -86,6 +120,11 @@ void GgufWriter::add_i32s(std::string_view key, std::span<const int32_t> values)
   append_array(metadata_, GgufValueType::I32, values);
 }
 
+void GgufWriter::add_value(std::string_view key, const GgufValue& value) {
+  begin_key(key, value.type);
+  append_value(metadata_, value, key, path_);
+}
+
 uint64_t GgufWriter::add_tensor(std::string_view name, GgmlType type, std::vector<int64_t> ne) {
   if (header_written_) fail_file(path_, "tensor '{}' declared after tensor data started", name);
   auto traits = ggml_type_traits(static_cast<uint32_t>(type));
@@ -95,7 +134,7 @@ uint64_t GgufWriter::add_tensor(std::string_view name, GgmlType type, std::vecto
   if (ne[0] % traits->block_elements != 0)
     fail_file(path_, "tensor '{}': row length {} is not a multiple of {}'s block size {}", name, ne[0], traits->name,
               traits->block_elements);
-  uint64_t bytes = static_cast<uint64_t>(elements / traits->block_elements * traits->block_bytes);
+  const uint64_t bytes = static_cast<uint64_t>(elements / ne[0] * ggml_row_bytes(*traits, ne[0]));
   tensors_.push_back({std::string(name), type, std::move(ne), next_offset_, bytes});
   next_offset_ = (next_offset_ + bytes + alignment_ - 1) / alignment_ * alignment_;
   return bytes;

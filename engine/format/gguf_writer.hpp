@@ -28,6 +28,8 @@ class GgufWriter {
   void add_strings(std::string_view key, const std::vector<std::string>& values);
   void add_f32s(std::string_view key, std::span<const float> values);
   void add_i32s(std::string_view key, std::span<const int32_t> values);
+  // Any value as the reader returns it, nested arrays included: copies metadata between files.
+  void add_value(std::string_view key, const GgufValue& value);
 
   // ne[0] is the row length, as in ggml. Returns the tensor's size in bytes.
   uint64_t add_tensor(std::string_view name, GgmlType type, std::vector<int64_t> ne);

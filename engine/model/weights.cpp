@@ -18,10 +18,13 @@ WeightMatrix matrix(const GgufFile& file, const std::string& name, int64_t rows,
   const GgufTensorInfo& t = file.require_tensor(name);
   if (t.n_dims != 2 || t.ne[0] != cols || t.ne[1] != rows)
     fail_file(file.path(), "tensor '{}' has shape {}, expected [{}, {}]", name, t.shape_string(), cols, rows);
-  if (!matvec_supports(t.type))
-    fail_file(file.path(), "tensor '{}' has type {}, which this build's kernels cannot run (supported: F32, F16, BF16)",
-              name, ggml_type_name(t.type));
-  check_alignment(file, t, t.type == GgmlType::F32 ? 4 : 2);
+  if (!matvec_supports(t.type, cols))
+    fail_file(file.path(),
+              "tensor '{}' has type {}, which cpullm's kernels cannot run at row length {} (supported: F32, F16, BF16, "
+              "and Q8_0, Q4_0, CPULLM_INT8_CHANNEL with rows of whole 32-value blocks)",
+              name, ggml_type_name(t.type), cols);
+  // Rows are read with unaligned loads; the check covers the scalar paths' element reads.
+  check_alignment(file, t, t.type == GgmlType::F32 ? 4 : t.type == GgmlType::CPULLM_INT8_CHANNEL ? 1 : 2);
   return {t.data, t.type, rows, cols};
 }
 

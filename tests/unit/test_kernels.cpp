@@ -1,6 +1,5 @@
-// Kernels against plain references. Bounds: an FP32 sum of n products differs from the exact
-// sum by at most about n * 2^-24 * sum|w_i x_i| in any order, so the reference is checked
-// against double precision and the parallel path against the reference with that bound.
+// Kernels against plain references: every weight type at every ISA level against the scalar
+// reference, the reference against double precision, and the small ops against formulas.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -11,6 +10,8 @@
 
 #include "engine/kernels/attention.hpp"
 #include "engine/kernels/matvec.hpp"
+#include "engine/kernels/quant_formats.hpp"
+#include "engine/kernels/row_convert.hpp"
 #include "engine/kernels/ops.hpp"
 #include "engine/util/half.hpp"
 
@@ -19,72 +20,101 @@ namespace {
 
 struct Matrix {
   std::vector<std::byte> storage;
-  std::vector<double> exact;  // (rows, cols) the stored values, widened
+  std::vector<double> exact;  // (rows, cols) the stored values, dequantized and widened
   WeightMatrix view;
 };
 
+bool integer_kernel(GgmlType type) {
+  return type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::CPULLM_INT8_CHANNEL;
+}
+
 Matrix random_matrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  const std::size_t element = type == GgmlType::F32 ? 4 : 2;
+  std::vector<float> values(rows * cols);
+  for (float& v : values) v = dist(rng);
   Matrix m;
-  m.storage.resize(rows * cols * element);
-  m.exact.resize(rows * cols);
-  for (int64_t i = 0; i < rows * cols; ++i) {
-    float v = dist(rng);
-    if (type == GgmlType::F32) {
-      std::memcpy(&m.storage[i * 4], &v, 4);
-      m.exact[i] = v;
-    } else {
-      uint16_t bits = type == GgmlType::F16 ? fp32_to_fp16(v) : fp32_to_bf16(v);
-      std::memcpy(&m.storage[i * 2], &bits, 2);
-      m.exact[i] = type == GgmlType::F16 ? fp16_to_fp32(bits) : bf16_to_fp32(bits);
-    }
+  m.view = {nullptr, type, rows, cols};
+  m.storage.resize(rows * row_bytes(m.view));
+  for (int64_t r = 0; r < rows; ++r)
+    encode_row(type, values.data() + r * cols, m.storage.data() + r * row_bytes(m.view), cols);
+  m.view.data = m.storage.data();
+  std::vector<float> row(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    weight_row_to_float(row.data(), m.view, r);
+    m.exact.insert(m.exact.end(), row.begin(), row.end());
   }
-  m.view = {m.storage.data(), type, rows, cols};
   return m;
 }
 
-class MatvecTest : public ::testing::TestWithParam<std::tuple<GgmlType, int64_t, int64_t>> {};
+// The activations a kernel really multiplies: x itself, or x after Q8_0 quantization.
+std::vector<double> effective_activations(GgmlType type, const std::vector<float>& x) {
+  if (!integer_kernel(type)) return {x.begin(), x.end()};
+  std::vector<BlockQ8_0> blocks(x.size() / kQuantBlock);
+  quantize_row_q8_0(x.data(), blocks.data(), static_cast<int64_t>(x.size()));
+  std::vector<float> dequantized(x.size());
+  dequantize_row_q8_0(blocks.data(), dequantized.data(), static_cast<int64_t>(x.size()));
+  return {dequantized.begin(), dequantized.end()};
+}
 
-TEST_P(MatvecTest, ReferenceAndParallelMatchExactProducts) {
-  auto [type, rows, cols] = GetParam();
+using MatvecCase = std::tuple<Isa, GgmlType, int64_t, int64_t>;  // ISA, weight type, rows, cols
+class MatvecTest : public ::testing::TestWithParam<MatvecCase> {};
+
+// The reference is checked against double precision, each ISA's parallel kernel against the
+// reference. Bound: an FP32 sum of n terms in any order is within n * 2^-24 * sum|terms| of
+// the exact sum (block kernels sum fewer terms in FP32, so the same bound covers them).
+TEST_P(MatvecTest, ReferenceMatchesExactAndEveryIsaMatchesReference) {
+  auto [isa, type, rows, cols] = GetParam();
+  if (!cpu_supports(isa)) GTEST_SKIP() << "this CPU has no " << isa_name(isa);
   std::mt19937 rng(static_cast<unsigned>(rows * 131 + cols));
   Matrix m = random_matrix(type, rows, cols, rng);
   std::vector<float> x(cols);
   std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
   for (float& v : x) v = dist(rng);
+  const std::vector<double> a = effective_activations(type, x);
 
-  std::vector<float> reference(rows), parallel(rows);
+  std::vector<float> reference(rows), fast(rows);
   matvec_reference(reference.data(), m.view, x.data());
-  matvec(parallel.data(), m.view, x.data());
+  matvec(fast.data(), m.view, x.data(), isa);
   for (int64_t r = 0; r < rows; ++r) {
     double exact = 0, magnitude = 0;
     for (int64_t c = 0; c < cols; ++c) {
-      exact += m.exact[r * cols + c] * x[c];
-      magnitude += std::abs(m.exact[r * cols + c] * x[c]);
+      exact += m.exact[r * cols + c] * a[c];
+      magnitude += std::abs(m.exact[r * cols + c] * a[c]);
     }
     const double bound = cols * 0x1.0p-24 * magnitude + 1e-30;
     ASSERT_LE(std::abs(reference[r] - exact), bound) << "row " << r;
-    ASSERT_LE(std::abs(parallel[r] - reference[r]), 2 * bound) << "row " << r;
+    ASSERT_LE(std::abs(fast[r] - reference[r]), 2 * bound) << "row " << r;
   }
 }
 
-// Names like F16_33x65, so a failing case says what it was.
-std::string matvec_case_name(const ::testing::TestParamInfo<MatvecTest::ParamType>& info) {
-  auto [type, rows, cols] = info.param;
-  return std::string(ggml_type_name(type)) + "_" + std::to_string(rows) + "x" + std::to_string(cols);
+// Shapes off every vector width (8, 16, 64 floats) and block count (odd and even), plus the
+// decode shapes of real models; block formats need columns in multiples of 32.
+std::vector<MatvecCase> matvec_cases() {
+  std::vector<MatvecCase> cases;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16})
+      for (int64_t rows : {1, 7, 33})
+        for (int64_t cols : {1, 13, 64, 65, 1000}) cases.emplace_back(isa, type, rows, cols);
+    for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::CPULLM_INT8_CHANNEL})
+      for (int64_t rows : {1, 7, 33})
+        for (int64_t cols : {32, 64, 96, 416}) cases.emplace_back(isa, type, rows, cols);
+    cases.emplace_back(isa, GgmlType::F16, 96, 2048);
+    cases.emplace_back(isa, GgmlType::BF16, 64, 5632);
+    cases.emplace_back(isa, GgmlType::Q8_0, 64, 4096);
+    cases.emplace_back(isa, GgmlType::Q4_0, 64, 11008);
+    cases.emplace_back(isa, GgmlType::CPULLM_INT8_CHANNEL, 64, 4096);
+  }
+  return cases;
 }
 
-// Shapes off every vector width and block size, plus the decode shapes of real models.
-INSTANTIATE_TEST_SUITE_P(Shapes, MatvecTest,
-                         ::testing::Combine(::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::BF16),
-                                            ::testing::Values(1, 7, 33, 256),
-                                            ::testing::Values(1, 13, 64, 65, 1000)),
-                         matvec_case_name);
-INSTANTIATE_TEST_SUITE_P(ModelShapes, MatvecTest,
-                         ::testing::Values(std::tuple{GgmlType::F16, 96, 2048}, std::tuple{GgmlType::BF16, 64, 5632},
-                                           std::tuple{GgmlType::F32, 32, 4096}),
-                         matvec_case_name);
+// Names like avx2_F16_33x65, so a failing case says what it was.
+std::string matvec_case_name(const ::testing::TestParamInfo<MatvecCase>& info) {
+  auto [isa, type, rows, cols] = info.param;
+  return std::string(isa_name(isa)) + "_" + std::string(ggml_type_name(type)) + "_" + std::to_string(rows) + "x" +
+         std::to_string(cols);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, MatvecTest, ::testing::ValuesIn(matvec_cases()), matvec_case_name);
 
 TEST(Matvec, SameResultForAnyThreadCount) {
   std::mt19937 rng(3);
@@ -100,11 +130,13 @@ TEST(Matvec, SameResultForAnyThreadCount) {
 }
 
 TEST(Matvec, RefusesTypesWithoutAKernel) {
-  std::vector<std::byte> block(34);
-  WeightMatrix q8{block.data(), GgmlType::Q8_0, 1, 32};
-  EXPECT_FALSE(matvec_supports(GgmlType::Q8_0));
+  std::vector<std::byte> block(20);
+  WeightMatrix q4_1{block.data(), GgmlType::Q4_1, 1, 32};
+  EXPECT_FALSE(matvec_supports(GgmlType::Q4_1, 32));
+  EXPECT_FALSE(matvec_supports(GgmlType::Q8_0, 48));  // not whole blocks
+  EXPECT_TRUE(matvec_supports(GgmlType::CPULLM_INT8_CHANNEL, 64));
   float y, x[32] = {};
-  EXPECT_THROW(matvec(&y, q8, x), std::exception);
+  EXPECT_THROW(matvec(&y, q4_1, x), std::exception);
 }
 
 TEST(WeightRows, ConvertExactly) {

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -111,16 +113,30 @@ TEST_F(SyntheticModel, RefusesACacheLargerThanMemory) {
   }
 }
 
-TEST(Model, RefusesQuantizedTensorsItCannotRunYet) {
-  auto path = test::shared_model("stories260K-q8_0.gguf");
-  if (!path) GTEST_SKIP() << "../shared/models/stories260K-q8_0.gguf not found";
+TEST(Model, RefusesTensorTypesWithoutKernels) {
+  auto source = test::shared_model("stories260K-q4_0.gguf");
+  if (!source) GTEST_SKIP() << "../shared/models/stories260K-q4_0.gguf not found";
+  // IQ4_NL has Q4_0's block size (32 values in 18 bytes), so relabelling one tensor keeps the
+  // file valid for the reader while no kernel can run it.
+  std::vector<std::byte> bytes = test::read_bytes(*source);
+  const std::string name = "blk.0.attn_q.weight";
+  auto at = std::search(bytes.begin(), bytes.end(), reinterpret_cast<const std::byte*>(name.data()),
+                        reinterpret_cast<const std::byte*>(name.data()) + name.size());
+  ASSERT_NE(at, bytes.end());
+  const std::size_t type_field = (at - bytes.begin()) + name.size() + 4 + 2 * 8;  // after n_dims and ne
+  const uint32_t iq4_nl = static_cast<uint32_t>(GgmlType::IQ4_NL);
+  std::memcpy(&bytes[type_field], &iq4_nl, 4);
+  test::TempDir dir;
+  const std::string path = dir.file("relabelled.gguf");
+  test::write_bytes(path, bytes);
   try {
-    Model model(*path, 8);
+    Model model(path, 8);
     FAIL() << "accepted";
   } catch (const Error& e) {
     const std::string message = e.what();
-    EXPECT_EQ(message.rfind(*path, 0), 0u) << message;
-    EXPECT_NE(message.find("has type Q8_0, which this build's kernels cannot run"), std::string::npos) << message;
+    EXPECT_EQ(message.rfind(path, 0), 0u) << message;
+    EXPECT_NE(message.find("'blk.0.attn_q.weight' has type IQ4_NL, which cpullm's kernels cannot run"),
+              std::string::npos) << message;
   }
 }
 

@@ -1,0 +1,42 @@
+// The reference dot products: plain loops, sums in order. Every SIMD kernel is tested against
+// these; they are also the `--isa scalar` level.
+#include "engine/kernels/dot.hpp"
+#include "engine/kernels/int8_rows.hpp"
+#include "engine/util/half.hpp"
+
+namespace cpullm {
+namespace {
+
+template <std::size_t kElement, float (*Load)(const std::byte*)>
+float dot_float_row(const std::byte* row, const void* activations, int64_t cols) {
+  const auto* x = static_cast<const float*>(activations);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < cols; ++i) sum += Load(row + i * kElement) * x[i];
+  return sum;
+}
+
+// An exact integer sum per block, scaled by both blocks' scales, summed in order.
+struct ScalarBlockDot {
+  template <typename Row>
+  static float run(const Row& w, const BlockQ8_0* a, int64_t cols) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < cols / kQuantBlock; ++b) {
+      int32_t block_sum = 0;
+      for (int64_t j = 0; j < kQuantBlock; ++j) block_sum += w.weight(b, j) * a[b].q[j];
+      sum += w.scale(b) * fp16_to_fp32(a[b].scale) * static_cast<float>(block_sum);
+    }
+    return sum;
+  }
+};
+using ScalarIntegerKernels = IntegerRowKernels<ScalarBlockDot>;
+
+}  // namespace
+
+const DotKernels& scalar_dot_kernels() {
+  static const DotKernels kernels{dot_float_row<4, load_f32>, dot_float_row<2, load_f16>, dot_float_row<2, load_bf16>,
+                                  ScalarIntegerKernels::q8_0, ScalarIntegerKernels::q4_0,
+                                  ScalarIntegerKernels::int8_channel};
+  return kernels;
+}
+
+}  // namespace cpullm

@@ -1,0 +1,38 @@
+// ggml's block-quantized formats, in llama.cpp's exact byte layouts, so files quantized by
+// llama.cpp run here and files quantized here run in llama.cpp.
+//   Q8_0: 32 values per 34-byte block: FP16 scale d, then 32 int8 q;  x = d * q.
+//   Q4_0: 32 values per 18-byte block: FP16 scale d, then 16 bytes whose low nibbles are
+//         values 0..15 and high nibbles values 16..31;  x = d * (nibble - 8).
+// The quantizers are llama.cpp's reference ones (quantize_row_q8_0_ref, quantize_row_q4_0_ref),
+// rounding included, so the same FP32 input gives the same bytes.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace cpullm {
+
+inline constexpr int64_t kQuantBlock = 32;  // values per Q8_0 / Q4_0 block
+
+struct BlockQ8_0 {
+  uint16_t scale;  // FP16
+  int8_t q[kQuantBlock];
+};
+static_assert(sizeof(BlockQ8_0) == 34);
+
+struct BlockQ4_0 {
+  uint16_t scale;  // FP16
+  uint8_t nibbles[kQuantBlock / 2];
+};
+static_assert(sizeof(BlockQ4_0) == 18);
+
+// CPULLM_INT8_CHANNEL: one row = FP32 scale d = amax/127, then n int8 q = round(x / d).
+void quantize_row_int8_channel(const float* x, std::byte* out, int64_t n);
+void dequantize_row_int8_channel(const std::byte* row, float* out, int64_t n);
+
+// n must be a multiple of kQuantBlock.
+void quantize_row_q8_0(const float* x, BlockQ8_0* out, int64_t n);
+void quantize_row_q4_0(const float* x, BlockQ4_0* out, int64_t n);
+void dequantize_row_q8_0(const BlockQ8_0* blocks, float* out, int64_t n);
+void dequantize_row_q4_0(const BlockQ4_0* blocks, float* out, int64_t n);
+
+}  // namespace cpullm

@@ -1,0 +1,58 @@
+#include "engine/kernels/row_convert.hpp"
+
+#include <cstring>
+
+#include "engine/kernels/quant_formats.hpp"
+#include "engine/util/error.hpp"
+#include "engine/util/half.hpp"
+
+namespace cpullm {
+
+bool row_convertible(GgmlType type) {
+  switch (type) {
+    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q8_0: case GgmlType::Q4_0:
+    case GgmlType::CPULLM_INT8_CHANNEL:
+      return true;
+    default: return false;
+  }
+}
+
+int64_t row_bytes(GgmlType type, int64_t n) {
+  return ggml_row_bytes(*ggml_type_traits(static_cast<uint32_t>(type)), n);
+}
+
+void decode_row(GgmlType type, const std::byte* row, float* out, int64_t n) {
+  uint16_t half;
+  switch (type) {
+    case GgmlType::F32: std::memcpy(out, row, n * sizeof(float)); return;
+    case GgmlType::F16:
+      for (int64_t i = 0; i < n; ++i) out[i] = (std::memcpy(&half, row + 2 * i, 2), fp16_to_fp32(half));
+      return;
+    case GgmlType::BF16:
+      for (int64_t i = 0; i < n; ++i) out[i] = (std::memcpy(&half, row + 2 * i, 2), bf16_to_fp32(half));
+      return;
+    case GgmlType::Q8_0: return dequantize_row_q8_0(reinterpret_cast<const BlockQ8_0*>(row), out, n);
+    case GgmlType::Q4_0: return dequantize_row_q4_0(reinterpret_cast<const BlockQ4_0*>(row), out, n);
+    case GgmlType::CPULLM_INT8_CHANNEL: return dequantize_row_int8_channel(row, out, n);
+    default: fail("no conversion from {} to FP32", ggml_type_name(type));
+  }
+}
+
+void encode_row(GgmlType type, const float* x, std::byte* row, int64_t n) {
+  uint16_t half;
+  switch (type) {
+    case GgmlType::F32: std::memcpy(row, x, n * sizeof(float)); return;
+    case GgmlType::F16:
+      for (int64_t i = 0; i < n; ++i) half = fp32_to_fp16(x[i]), std::memcpy(row + 2 * i, &half, 2);
+      return;
+    case GgmlType::BF16:
+      for (int64_t i = 0; i < n; ++i) half = fp32_to_bf16(x[i]), std::memcpy(row + 2 * i, &half, 2);
+      return;
+    case GgmlType::Q8_0: return quantize_row_q8_0(x, reinterpret_cast<BlockQ8_0*>(row), n);
+    case GgmlType::Q4_0: return quantize_row_q4_0(x, reinterpret_cast<BlockQ4_0*>(row), n);
+    case GgmlType::CPULLM_INT8_CHANNEL: return quantize_row_int8_channel(x, row, n);
+    default: fail("no conversion from FP32 to {}", ggml_type_name(type));
+  }
+}
+
+}  // namespace cpullm

@@ -1,0 +1,199 @@
+#include "engine/quant/quantize_model.hpp"
+
+#include <fmt/format.h>
+#include <fnmatch.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+
+#include "engine/format/gguf.hpp"
+#include "engine/format/gguf_writer.hpp"
+#include "engine/kernels/matvec.hpp"
+#include "engine/kernels/row_convert.hpp"
+#include "engine/util/error.hpp"
+#include "engine/util/progress.hpp"
+
+namespace cpullm {
+namespace {
+
+// ggml's GGML_QNT_VERSION: the Q4_0/Q8_0 layouts llama.cpp has written since 2023. Loaders
+// check it, so quantized files carry it.
+constexpr uint32_t kQuantizationVersion = 2;
+
+enum class Outcome { converted, fell_back, kept, unchanged };
+
+// What happens to one tensor of the input.
+struct TensorPlan {
+  const GgufTensorInfo* source;  // the tensor in the input's mapping
+  GgmlType type;                 // the type written; the source's own type means a plain copy
+  Outcome outcome;
+};
+
+// llama.cpp's LLAMA_FTYPE for general.file_type: what most of the file's weights are. llama.cpp
+// has none for CPULLM_INT8_CHANNEL; such files carry no general.file_type.
+std::optional<uint32_t> llama_file_type(GgmlType type) {
+  switch (type) {
+    case GgmlType::F16: return 1;    // MOSTLY_F16
+    case GgmlType::Q4_0: return 2;   // MOSTLY_Q4_0
+    case GgmlType::Q8_0: return 7;   // MOSTLY_Q8_0
+    case GgmlType::BF16: return 32;  // MOSTLY_BF16
+    default: return std::nullopt;
+  }
+}
+
+// One flag per tensor of `file`: whether a --keep item names it. The four words become globs;
+// an item that matches nothing is an error, since it is most likely a typo.
+std::vector<bool> resolve_keep(const GgufFile& file, const std::vector<std::string>& keep) {
+  std::vector<bool> kept(file.tensors().size(), false);
+  for (const std::string& item : keep) {
+    std::string pattern = item;
+    if (item == "first") pattern = "blk.0.*";
+    if (item == "embeddings") pattern = "token_embd.weight";
+    if (item == "output") pattern = "output.weight";
+    if (item == "last") {
+      const uint64_t blocks = file.require_uint("llama.block_count");
+      if (blocks == 0) fail_file(file.path(), "--keep last: llama.block_count is 0");
+      pattern = fmt::format("blk.{}.*", blocks - 1);
+    }
+    bool matched = false;
+    for (std::size_t i = 0; i < kept.size(); ++i)
+      if (fnmatch(pattern.c_str(), file.tensors()[i].name.c_str(), 0) == 0) kept[i] = matched = true;
+    if (!matched)
+      fail_file(file.path(), "--keep '{}'{} matches no tensor", item, pattern == item ? "" : " (" + pattern + ")");
+  }
+  return kept;
+}
+
+// llama-quantize's rules: only matrices (*.weight of two or more dimensions) change type.
+TensorPlan plan_tensor(const GgufFile& file, const GgufTensorInfo& t, bool kept, GgmlType target) {
+  if (kept) return {&t, t.type, Outcome::kept};
+  if (t.n_dims < 2 || !t.name.ends_with(".weight")) return {&t, t.type, Outcome::unchanged};
+  GgmlType type = target;
+  // llama.cpp keeps the output layer (token_embd when the output is tied to it) at higher
+  // precision under Q4_0: Q6_K where rows are whole 256-value super-blocks, else Q8_0. cpullm has
+  // no Q6_K, so it is always Q8_0 here.
+  const bool output = t.name == "output.weight" || (t.name == "token_embd.weight" && !file.find_tensor("output.weight"));
+  if (target == GgmlType::Q4_0 && output) type = GgmlType::Q8_0;
+  // The integer formats need rows of whole 32-value blocks (Q8_0 and Q4_0 by layout, INT8_CHANNEL
+  // for its kernels' Q8_0 activations); llama.cpp writes other matrices as F16 (stories260K's
+  // ffn_down, 172 columns).
+  if (!matvec_supports(type, t.ne[0])) type = GgmlType::F16;
+  if (type != t.type && !row_convertible(t.type))
+    fail_file(file.path(), "tensor '{}' has type {}; quantize converts from F32, F16, BF16, Q8_0, Q4_0 and "
+              "CPULLM_INT8_CHANNEL (--keep '{}' copies it as it is)", t.name, ggml_type_name(t.type), t.name);
+  return {&t, type, type == target ? Outcome::converted : Outcome::fell_back};
+}
+
+// Unmaps the input pages before `end` that this process has finished with. Pages read through a
+// mapping count as resident until then, so without this the peak would be the whole input; the
+// kernel's page cache keeps them, and a page touched again is simply read back.
+void release_input(const std::byte* begin, const std::byte* end) {
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = reinterpret_cast<uintptr_t>(begin) / page * page;
+  const uintptr_t last = reinterpret_cast<uintptr_t>(end) / page * page;  // the page holding `end` is still in use
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
+// Metadata in the input's order, with general.file_type (and, for block formats,
+// general.quantization_version) describing the output; absent ones are appended, as llama.cpp does.
+void copy_metadata(const GgufFile& source, GgufWriter& writer, GgmlType target) {
+  const bool block_format = target == GgmlType::Q8_0 || target == GgmlType::Q4_0;
+  for (const auto& [key, value] : source.metadata()) {
+    if (key == "general.file_type") {
+      if (const auto file_type = llama_file_type(target)) writer.add_u32(key, *file_type);
+    }
+    else if (key == "general.quantization_version" && block_format) writer.add_u32(key, kQuantizationVersion);
+    // The writer writes a non-default alignment itself, taking it from its constructor.
+    else if (key == "general.alignment" && source.alignment() != kGgufDefaultAlignment) continue;
+    else writer.add_value(key, value);
+  }
+  if (block_format && !source.find("general.quantization_version"))
+    writer.add_u32("general.quantization_version", kQuantizationVersion);
+  if (!source.find("general.file_type") && llama_file_type(target))
+    writer.add_u32("general.file_type", *llama_file_type(target));
+}
+
+}  // namespace
+
+GgmlType quantize_type_from_name(std::string_view name) {
+  if (name == "q8_0") return GgmlType::Q8_0;
+  if (name == "q4_0") return GgmlType::Q4_0;
+  if (name == "bf16") return GgmlType::BF16;
+  if (name == "f16") return GgmlType::F16;
+  if (name == "int8-channel") return GgmlType::CPULLM_INT8_CHANNEL;
+  fail("quantize: unknown --type '{}' (q8_0, q4_0, int8-channel, bf16 or f16)", name);
+}
+
+QuantizeSummary quantize_model(const std::string& input_path, const std::string& output_path,
+                               const QuantizeOptions& options) {
+  const GgufFile source(input_path);
+  // Writing over the input would truncate the file being read.
+  if (std::filesystem::exists(output_path) && std::filesystem::equivalent(input_path, output_path))
+    fail_file(output_path, "is the input file; write the quantized model to another path");
+
+  // Every decision, and so every error about the input, comes before the output is created.
+  const std::vector<bool> kept = resolve_keep(source, options.keep);
+  std::vector<TensorPlan> plans;
+  QuantizeSummary summary;
+  uint64_t total = 0;
+  for (std::size_t i = 0; i < source.tensors().size(); ++i) {
+    plans.push_back(plan_tensor(source, source.tensors()[i], kept[i], options.type));
+    total += source.tensors()[i].bytes;
+    switch (plans.back().outcome) {
+      case Outcome::converted: ++summary.converted; break;
+      case Outcome::fell_back: ++summary.fell_back; break;
+      case Outcome::kept: ++summary.kept; break;
+      case Outcome::unchanged: ++summary.unchanged; break;
+    }
+  }
+
+  GgufWriter writer(output_path, source.alignment());
+  copy_metadata(source, writer, options.type);
+  for (const TensorPlan& plan : plans)
+    writer.add_tensor(plan.source->name, plan.type,
+                      std::vector<int64_t>(plan.source->ne.begin(), plan.source->ne.begin() + plan.source->n_dims));
+
+  // Each tensor goes through in chunks of whole rows of about a million values: copied where its
+  // type stays, else decoded to FP32 and encoded again, row by row.
+  ProgressBar progress("quantize " + std::filesystem::path(output_path).filename().string(), total);
+  std::vector<float> values;     // (rows in chunk * row length) the chunk in FP32
+  std::vector<std::byte> bytes;  // the chunk encoded in the output type
+  uint64_t done = 0;
+  for (const TensorPlan& plan : plans) {
+    const GgufTensorInfo& t = *plan.source;
+    const int64_t row = t.ne[0];
+    const int64_t rows = t.elements() / row;
+    const uint64_t in_row_bytes = row_bytes(t.type, row), out_row_bytes = row_bytes(plan.type, row);
+    const int64_t rows_per_chunk = std::max<int64_t>(1, (1 << 20) / row);
+    for (int64_t first = 0; first < rows; first += rows_per_chunk) {
+      const int64_t n = std::min(rows_per_chunk, rows - first);
+      const std::byte* in = t.data + first * in_row_bytes;
+      if (plan.type == t.type) {
+        writer.write_data({in, n * in_row_bytes});
+      } else {
+        values.resize(n * row);
+        bytes.resize(n * out_row_bytes);
+#pragma omp parallel for
+        for (int64_t r = 0; r < n; ++r) {
+          decode_row(t.type, in + r * in_row_bytes, values.data() + r * row, row);
+          encode_row(plan.type, values.data() + r * row, bytes.data() + r * out_row_bytes, row);
+        }
+        writer.write_data(bytes);
+      }
+      release_input(in, in + n * in_row_bytes);
+      done += n * in_row_bytes;
+      if (options.progress) progress.update(done);
+    }
+  }
+  writer.finish();
+  if (options.progress) progress.finish();
+  summary.input_bytes = source.file_size();
+  summary.output_bytes = std::filesystem::file_size(output_path);
+  return summary;
+}
+
+}  // namespace cpullm
