@@ -53,9 +53,9 @@ void run_generate(const GenerateOptions& o) {
   std::fflush(stdout);
 
   const auto start = Clock::now();
-  std::span<const float> logits;
-  int64_t pos = 0;
-  for (int32_t token : prompt) logits = model.forward(token, pos++);
+  // The prompt goes through in batches (blocked GEMM); generation then runs one token at a time.
+  std::span<const float> logits = model.forward_batch(prompt, 0);
+  int64_t pos = static_cast<int64_t>(prompt.size());
   const auto prompt_done = Clock::now();
 
   Clock::time_point first_token_time = prompt_done, last_token_time = prompt_done;

@@ -25,11 +25,7 @@ void run_logits(const LogitsOptions& o) {
   const std::vector<int32_t> prompt = Tokenizer::from_gguf(GgufFile(o.model_path)).encode(o.prompt, true);
   Model model(o.model_path, static_cast<int64_t>(prompt.size()));
   const int64_t vocab = model.config().vocab_size;
-  std::vector<float> all_logits(prompt.size() * vocab);
-  for (std::size_t pos = 0; pos < prompt.size(); ++pos) {
-    std::span<const float> logits = model.forward(prompt[pos], static_cast<int64_t>(pos));
-    std::copy(logits.begin(), logits.end(), all_logits.begin() + pos * vocab);
-  }
+  const std::span<const float> all_logits = model.forward_batch(prompt, 0, true);  // [tokens, vocab]
   write_npy(o.output_path, all_logits, {static_cast<int64_t>(prompt.size()), vocab});
   std::printf("tokens:");
   for (int32_t token : prompt) std::printf(" %d", token);

@@ -9,6 +9,8 @@ void register_logits(CLI::App& app);
 void register_info(CLI::App& app);
 void register_gen_model(CLI::App& app);
 void register_quantize(CLI::App& app);
+void register_eval_quant(CLI::App& app);
+void register_topo(CLI::App& app);
 
 // -t/--threads, shared by every command that runs the model. 0 keeps OpenMP's default.
 void add_threads_option(CLI::App& command, int& threads);

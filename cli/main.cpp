@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
   cpullm::cli::register_info(app);
   cpullm::cli::register_gen_model(app);
   cpullm::cli::register_quantize(app);
+  cpullm::cli::register_eval_quant(app);
+  cpullm::cli::register_topo(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -13,6 +13,7 @@ inline __m256i load32_i8(const void* p) { return _mm256_loadu_si256(static_cast<
 
 struct Q8_0Row {
   const BlockQ8_0* blocks;
+  static Q8_0Row from(const std::byte* row) { return {reinterpret_cast<const BlockQ8_0*>(row)}; }
   int32_t weight(int64_t b, int64_t j) const { return blocks[b].q[j]; }
   __m256i weights(int64_t b) const { return load32_i8(blocks[b].q); }
   float scale(int64_t b) const { return fp16_to_fp32(blocks[b].scale); }
@@ -20,6 +21,7 @@ struct Q8_0Row {
 
 struct Q4_0Row {
   const BlockQ4_0* blocks;
+  static Q4_0Row from(const std::byte* row) { return {reinterpret_cast<const BlockQ4_0*>(row)}; }
   int32_t weight(int64_t b, int64_t j) const {
     const uint8_t byte = blocks[b].nibbles[j % (kQuantBlock / 2)];
     return int32_t{j < kQuantBlock / 2 ? byte & 0x0f : byte >> 4} - 8;
@@ -37,6 +39,7 @@ struct Q4_0Row {
 struct Int8ChannelRow {
   float row_scale;       // one scale for the whole row
   const int8_t* values;  // (cols)
+  static Int8ChannelRow from(const std::byte* row) { return {int8_channel_scale(row), int8_channel_values(row)}; }
   int32_t weight(int64_t b, int64_t j) const { return values[b * kQuantBlock + j]; }
   __m256i weights(int64_t b) const { return load32_i8(values + b * kQuantBlock); }
   float scale(int64_t) const { return row_scale; }
@@ -47,14 +50,13 @@ struct Int8ChannelRow {
 template <typename BlockDot>
 struct IntegerRowKernels {
   static float q8_0(const std::byte* row, const void* a, int64_t cols) {
-    return BlockDot::run(Q8_0Row{reinterpret_cast<const BlockQ8_0*>(row)}, static_cast<const BlockQ8_0*>(a), cols);
+    return BlockDot::run(Q8_0Row::from(row), static_cast<const BlockQ8_0*>(a), cols);
   }
   static float q4_0(const std::byte* row, const void* a, int64_t cols) {
-    return BlockDot::run(Q4_0Row{reinterpret_cast<const BlockQ4_0*>(row)}, static_cast<const BlockQ8_0*>(a), cols);
+    return BlockDot::run(Q4_0Row::from(row), static_cast<const BlockQ8_0*>(a), cols);
   }
   static float int8_channel(const std::byte* row, const void* a, int64_t cols) {
-    return BlockDot::run(Int8ChannelRow{int8_channel_scale(row), int8_channel_values(row)},
-                         static_cast<const BlockQ8_0*>(a), cols);
+    return BlockDot::run(Int8ChannelRow::from(row), static_cast<const BlockQ8_0*>(a), cols);
   }
 };
 

@@ -30,6 +30,19 @@ struct RunState {
   std::vector<float> logits;  // (vocab)
 };
 
+// Scratch for forward_batch: one chunk of up to `chunk` tokens goes through the layers
+// together, so every projection is one matmul. Allocated at the first forward_batch.
+struct BatchState {
+  int64_t chunk = 0;             // tokens per chunk: min(kMaxPrefillChunk, context)
+  std::vector<float> x;          // (chunk, dim) residual streams
+  std::vector<float> xb;         // (chunk, dim) normalised inputs, then attention outputs
+  std::vector<float> xb2;        // (chunk, dim) projections back to dim
+  std::vector<float> q;          // (chunk, dim) queries
+  std::vector<float> hb;         // (chunk, ffn_dim) gates, then the SwiGLU activations
+  std::vector<float> hb2;        // (chunk, ffn_dim) up projections
+  std::vector<float> logits;     // (tokens, vocab) every token's logits, when asked for
+};
+
 class Model {
  public:
   // context 0 means min(trained context, 4096).
@@ -45,12 +58,25 @@ class Model {
   // returns the logits (vocab) for the next token. Valid until the next call.
   std::span<const float> forward(int32_t token, int64_t pos);
 
+  // Prefill: runs `tokens` at positions pos, pos + 1, ... (pos + tokens.size() <= context,
+  // earlier positions already run) with a matrix-matrix product per projection, in chunks of
+  // at most kMaxPrefillChunk tokens. Returns the last token's logits (vocab), or with
+  // all_logits every token's, (tokens, vocab). Valid until the next call. The logits equal
+  // forward()'s token by token up to FP32 rounding.
+  std::span<const float> forward_batch(std::span<const int32_t> tokens, int64_t pos, bool all_logits = false);
+  static constexpr int64_t kMaxPrefillChunk = 512;
+
  private:
+  void check_positions(std::span<const int32_t> tokens, int64_t pos) const;
+  // One chunk through every layer; leaves the residual streams in batch_.x.
+  void run_chunk(std::span<const int32_t> tokens, int64_t pos);
+
   std::unique_ptr<GgufFile> file_;
   LlamaConfig config_;
   ModelWeights weights_;
   KvCache cache_;
   RunState state_;
+  BatchState batch_;
 };
 
 }  // namespace cpullm

@@ -3,36 +3,18 @@
 // bytes/s counts the weight bytes read: the figure to hold against bench_memory's read roof.
 #include <benchmark/benchmark.h>
 
-#include <random>
 #include <vector>
 
 #include "engine/kernels/matvec.hpp"
-#include "engine/kernels/row_convert.hpp"
+#include "suites/kernels/random_weights.hpp"
 
 namespace {
 
 using cpullm::GgmlType;
 using cpullm::Isa;
 
-struct Weights {
-  std::vector<std::byte> storage;  // (rows, row bytes)
-  cpullm::WeightMatrix matrix;
-};
-
-Weights random_weights(GgmlType type, int64_t rows, int64_t cols) {
-  std::mt19937 rng(1);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> row(cols);
-  Weights w;
-  const int64_t row_bytes = cpullm::row_bytes(type, cols);
-  w.storage.resize(rows * row_bytes);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (float& v : row) v = dist(rng);
-    cpullm::encode_row(type, row.data(), w.storage.data() + r * row_bytes, cols);
-  }
-  w.matrix = {w.storage.data(), type, rows, cols};
-  return w;
-}
+using cpullm::bench::random_weights;
+using cpullm::bench::Weights;
 
 // Arguments: weight type, rows, cols, ISA (-1: the single-threaded scalar reference).
 void BM_Matvec(benchmark::State& state) {

@@ -125,6 +125,21 @@ def llama_cpp_quantized_files_run_at_every_isa(ctx):
 
 
 @check
+def eval_quant_scores_formats(ctx):
+    proc = run([ctx.cpullm, "eval-quant", "-m", ctx.small, "--formats", "q8_0,q4_0", "--window", "64", "--json"])
+    results = json.loads(proc.stdout)
+    assert [r["format"] for r in results] == ["source", "q8_0", "q4_0"], results
+    assert results[0]["mean_kl"] == 0 and results[0]["top1_agreement"] == 1
+    assert 0 < results[1]["mean_kl"] < results[2]["mean_kl"], results
+    text = os.path.join(ctx.workdir, "short.txt")
+    open(text, "w").write("the ball")
+    table = run([ctx.cpullm, "eval-quant", "-m", ctx.small, "--formats", "int8-channel", "--text", text]).stdout
+    assert "int8-channel" in table and "perplexity" in table, table
+    expect_error([ctx.cpullm, "eval-quant", "-m", ctx.small, "--formats", "q8_0", "--text", text + ".missing"],
+                 "cannot open the evaluation text")
+
+
+@check
 def logits_writes_npy(ctx):
     out = os.path.join(ctx.workdir, "l.npy")
     proc = run([ctx.cpullm, "logits", "-m", ctx.small, "-p", "the ball", "-o", out])

@@ -1,0 +1,94 @@
+// cpullm eval-quant: what each weight format costs in accuracy against the source model.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <unistd.h>
+
+#include "cli/commands.hpp"
+#include "engine/eval/quant_eval.hpp"
+#include "engine/util/error.hpp"
+
+namespace cpullm::cli {
+namespace {
+
+struct EvalQuantCliOptions {
+  std::string model_path;
+  std::vector<std::string> formats;
+  std::vector<std::string> keep;
+  std::string text_path;   // empty: the built-in stories
+  std::string files_dir;   // empty: a temporary folder, removed afterwards
+  int64_t window = 256;
+  bool json = false;
+  int threads = 0;
+  std::string isa;
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail_file(path, "cannot open the evaluation text");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void run_eval_quant(const EvalQuantCliOptions& o) {
+  apply_threads(o.threads);
+  apply_isa(o.isa);
+  const std::string text = o.text_path.empty() ? std::string(default_eval_text()) : read_text(o.text_path);
+  QuantEvalOptions options{o.formats, o.keep, o.window, o.files_dir};
+  const bool temporary = options.work_dir.empty();
+  if (temporary)
+    options.work_dir = (std::filesystem::temp_directory_path() / ("cpullm-eval-" + std::to_string(getpid()))).string();
+  std::vector<QuantEvalResult> results;
+  try {
+    results = evaluate_quantization(o.model_path, text, options);
+  } catch (...) {
+    if (temporary) std::filesystem::remove_all(options.work_dir);
+    throw;
+  }
+  if (temporary) std::filesystem::remove_all(options.work_dir);
+
+  const QuantEvalResult& source = results.front();
+  if (o.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : results)
+      out.push_back({{"format", r.format}, {"file_bytes", r.file_bytes}, {"positions", r.positions},
+                     {"perplexity", r.perplexity}, {"mean_kl", r.mean_kl}, {"top1_agreement", r.top1_agreement}});
+    std::printf("%s\n", out.dump(2).c_str());
+    return;
+  }
+  std::printf("%s, %ld positions in windows of %ld tokens%s\n", o.model_path.c_str(), static_cast<long>(source.positions),
+              static_cast<long>(o.window), o.keep.empty() ? "" : ", keeping source precision for --keep");
+  std::printf("%-14s %10s %11s %10s %10s %7s\n", "format", "file MiB", "perplexity", "vs source", "mean KL", "top-1");
+  for (const auto& r : results) {
+    const std::string change =
+        &r == &source ? "-" : fmt::format("{:+.2f}%", 100.0 * (r.perplexity / source.perplexity - 1));
+    std::printf("%-14s %10.2f %11.4f %10s %10.6f %7.4f\n", r.format.c_str(), r.file_bytes / 1048576.0, r.perplexity,
+                change.c_str(), r.mean_kl, r.top1_agreement);
+  }
+}
+
+}  // namespace
+
+void register_eval_quant(CLI::App& app) {
+  auto options = std::make_shared<EvalQuantCliOptions>();
+  CLI::App* command = app.add_subcommand(
+      "eval-quant", "Quantize a model to each format and score it against the source: perplexity, KL, top-1");
+  command->add_option("-m,--model", options->model_path, "Source GGUF model (full precision)")
+      ->required()->check(CLI::ExistingFile);
+  command->add_option("--formats", options->formats, "Comma-separated: q8_0, q4_0, int8-channel, bf16, f16")
+      ->required()->delimiter(',');
+  command->add_option("--keep", options->keep, "Tensors left at source precision (quantize --keep), e.g. first,last")
+      ->delimiter(',');
+  command->add_option("--text", options->text_path, "Evaluation text (default: the built-in stories)");
+  command->add_option("--window", options->window, "Tokens per window, BOS included")->check(CLI::Range(2, 1 << 16));
+  command->add_option("--files", options->files_dir, "Keep the quantized models in this folder");
+  command->add_flag("--json", options->json, "Print JSON");
+  add_threads_option(*command, options->threads);
+  add_isa_option(*command, options->isa);
+  command->callback([options] { run_eval_quant(*options); });
+}
+
+}  // namespace cpullm::cli

@@ -1,0 +1,35 @@
+// What quantization costs in accuracy: a model is quantized to each format, and every copy is
+// scored against the original on a text: perplexity, mean KL divergence of the next-token
+// distributions, and how often the most likely next token is the same (top-1 agreement).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cpullm {
+
+struct QuantEvalOptions {
+  std::vector<std::string> formats;  // quantize --type names: q8_0, q4_0, int8-channel, bf16, f16
+  std::vector<std::string> keep;     // quantize --keep list, applied to every format
+  int64_t window = 256;              // tokens per window (BOS + text); each window starts a fresh context
+  std::string work_dir;              // where the quantized copies are written
+};
+
+struct QuantEvalResult {
+  std::string format;          // "source" for the original, else the format name
+  uint64_t file_bytes = 0;
+  int64_t positions = 0;       // next-token predictions scored
+  double perplexity = 0;       // exp(mean negative log-likelihood of the text's next token)
+  double mean_kl = 0;          // mean KL(source || this), nats; 0 for the source
+  double top1_agreement = 1;   // fraction of positions whose argmax is the source's
+};
+
+// The source first, then one result per format, in order.
+std::vector<QuantEvalResult> evaluate_quantization(const std::string& model_path, std::string_view text,
+                                                   const QuantEvalOptions& options);
+
+// The project's evaluation text: short simple stories written for cpullm (suites/data).
+std::string_view default_eval_text();
+
+}  // namespace cpullm

@@ -1,0 +1,35 @@
+// Matrix-matrix products for prefill and batches: Y (tokens, rows) = X (tokens, cols) . W^T,
+// with W as it lies in the mapping (any type matvec runs). The weights are read in place,
+// never repacked, so every process mapping the file keeps sharing its pages; the activations
+// are packed once per call (Q8_0 blocks for the integer formats, as matvec does for one
+// vector). A register-tiled micro-kernel per ISA level (gemm_tiles.hpp) computes each tile over
+// the full row; tokens go in panels and weight rows in blocks sized to the caches.
+#pragma once
+#include <cstdint>
+
+#include "engine/kernels/isa.hpp"
+#include "engine/kernels/matvec.hpp"
+
+namespace cpullm {
+
+// y (tokens, y_stride): y[t * y_stride + r] = W row r . x[t * x_stride ...] for r < w.rows,
+// t < tokens; x is (tokens, x_stride) with w.cols values per token. Row blocks are split over
+// the OpenMP threads; the result does not depend on their number. Kernels of `isa`
+// (default: active_isa()).
+void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride, int64_t tokens);
+void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride, int64_t tokens,
+            Isa isa);
+// The same with the cache blocking sized for an L2 of `l2_bytes` instead of this core's (the
+// tests pass a small one to cross many panels and row blocks with small matrices).
+void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride, int64_t tokens,
+            Isa isa, int64_t l2_bytes);
+
+// The reference: matvec_reference for each token in turn.
+void matmul_reference(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride,
+                      int64_t tokens);
+
+// The per-core L2 the blocking is sized to, from sysconf (256 KiB where it says 0). Tiles run
+// over the full row length, so no size is chosen from L1.
+int64_t l2_cache_bytes();
+
+}  // namespace cpullm

@@ -1,0 +1,61 @@
+// The prefill GEMM at LLaMA-7B's attention (4096x4096) and feed-forward (11008x4096) shapes,
+// for a 32- and a 512-token prompt, every weight type and ISA level, next to the same product
+// done as one matvec per token (what prefill did before the GEMM). FLOP/s counts 2 * rows *
+// cols * tokens.
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "engine/kernels/matmul.hpp"
+#include "suites/kernels/random_weights.hpp"
+
+namespace {
+
+using cpullm::GgmlType;
+using cpullm::Isa;
+
+using cpullm::bench::random_weights;
+using cpullm::bench::Weights;
+
+// Arguments: weight type, rows, cols, tokens, ISA, and 1 for the loop of matvec calls.
+void BM_Matmul(benchmark::State& state) {
+  const auto type = static_cast<GgmlType>(state.range(0));
+  const int64_t rows = state.range(1), cols = state.range(2), tokens = state.range(3);
+  const auto isa = static_cast<Isa>(state.range(4));
+  const bool matvec_loop = state.range(5) != 0;
+  if (!cpullm::cpu_supports(isa)) {
+    state.SkipWithError("this CPU lacks the ISA");
+    return;
+  }
+  Weights w = random_weights(type, rows, cols);
+  std::vector<float> x(tokens * cols), y(tokens * rows);  // (tokens, cols), (tokens, rows)
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& v : x) v = dist(rng);
+  for (auto _ : state) {
+    if (matvec_loop)
+      for (int64_t t = 0; t < tokens; ++t) cpullm::matvec(y.data() + t * rows, w.matrix, x.data() + t * cols, isa);
+    else
+      cpullm::matmul(y.data(), rows, w.matrix, x.data(), cols, tokens, isa);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * rows * cols * tokens, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(cpullm::ggml_type_name(type)) + " " + std::string(cpullm::isa_name(isa)) +
+                 (matvec_loop ? " matvec-loop" : " gemm"));
+}
+
+void Cases(benchmark::internal::Benchmark* b) {
+  for (auto type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+                    GgmlType::CPULLM_INT8_CHANNEL})
+    for (auto [rows, cols] : {std::pair{4096, 4096}, {11008, 4096}})
+      for (int tokens : {32, 512})
+        for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+          for (int loop : {0, 1})
+            if (isa != Isa::Scalar || tokens == 32)  // the scalar level at 512 tokens takes minutes
+              b->Args({static_cast<int64_t>(type), rows, cols, tokens, static_cast<int64_t>(isa), loop});
+}
+
+BENCHMARK(BM_Matmul)->Name("matmul")->Apply(Cases)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace

@@ -1,0 +1,222 @@
+// The blocked GEMM against its reference (one matvec_reference per token) at every ISA level,
+// on shapes off every register tile and cache block, and batched prefill against the model
+// run token by token.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "engine/kernels/matmul.hpp"
+#include "engine/kernels/quant_formats.hpp"
+#include "engine/kernels/row_convert.hpp"
+#include "engine/model/model.hpp"
+#include "engine/quant/quantize_model.hpp"
+#include "engine/synthetic/synthetic_model.hpp"
+#include "tests/unit/test_support.hpp"
+
+namespace cpullm {
+namespace {
+
+bool integer_kernel(GgmlType type) {
+  return type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::CPULLM_INT8_CHANNEL;
+}
+
+struct Matrix {
+  std::vector<std::byte> storage;  // (rows, row bytes)
+  std::vector<double> exact;       // (rows, cols) the stored values, dequantized and widened
+  WeightMatrix view;
+};
+
+Matrix random_matrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> row(cols);
+  Matrix m;
+  m.view = {nullptr, type, rows, cols};
+  const int64_t bytes = row_bytes(type, cols);
+  m.storage.resize(rows * bytes);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (float& v : row) v = dist(rng);
+    encode_row(type, row.data(), m.storage.data() + r * bytes, cols);
+    decode_row(type, m.storage.data() + r * bytes, row.data(), cols);
+    m.exact.insert(m.exact.end(), row.begin(), row.end());
+  }
+  m.view.data = m.storage.data();
+  return m;
+}
+
+// The activations a kernel really multiplies: x itself, or x after Q8_0 quantization.
+std::vector<double> effective_activations(GgmlType type, const float* x, int64_t cols) {
+  if (!integer_kernel(type)) return {x, x + cols};
+  std::vector<BlockQ8_0> blocks(cols / kQuantBlock);
+  std::vector<float> dequantized(cols);
+  quantize_row_q8_0(x, blocks.data(), cols);
+  dequantize_row_q8_0(blocks.data(), dequantized.data(), cols);
+  return {dequantized.begin(), dequantized.end()};
+}
+
+// matmul at `isa` against matmul_reference for one shape. x and y have strides wider than
+// their rows, as the model's KV-cache rows do. Bound as in test_kernels.cpp: an FP32 sum of n
+// terms in any order is within n * 2^-24 * sum|terms| of exact; both results are, so they are
+// within twice that of each other (integer formats: per-block int32 sums are exact, only the
+// FP32 sum across blocks differs, within the same bound).
+// l2_bytes: the L2 the blocking is sized for (0: this core's).
+void expect_matches_reference(Isa isa, GgmlType type, int64_t tokens, int64_t rows, int64_t cols,
+                              int64_t l2_bytes = 0) {
+  std::mt19937 rng(static_cast<unsigned>(tokens * 7919 + rows * 131 + cols));
+  const Matrix m = random_matrix(type, rows, cols, rng);
+  const int64_t x_stride = cols + 3, y_stride = rows + 2;
+  std::vector<float> x(tokens * x_stride);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  for (float& v : x) v = dist(rng);
+
+  std::vector<float> reference(tokens * y_stride, -1.0f), fast(tokens * y_stride, -1.0f);
+  matmul_reference(reference.data(), y_stride, m.view, x.data(), x_stride, tokens);
+  if (l2_bytes) matmul(fast.data(), y_stride, m.view, x.data(), x_stride, tokens, isa, l2_bytes);
+  else matmul(fast.data(), y_stride, m.view, x.data(), x_stride, tokens, isa);
+  for (int64_t t = 0; t < tokens; ++t) {
+    const std::vector<double> a = effective_activations(type, &x[t * x_stride], cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      double magnitude = 0;
+      for (int64_t c = 0; c < cols; ++c) magnitude += std::abs(m.exact[r * cols + c] * a[c]);
+      const double bound = 2 * cols * 0x1.0p-24 * magnitude + 1e-30;
+      ASSERT_LE(std::abs(fast[t * y_stride + r] - reference[t * y_stride + r]), bound)
+          << tokens << " tokens x " << rows << " rows x " << cols << " cols: token " << t << ", row " << r;
+    }
+    for (int64_t r = rows; r < y_stride; ++r) ASSERT_EQ(fast[t * y_stride + r], -1.0f) << "wrote past its rows";
+  }
+}
+
+using MatmulCase = std::tuple<Isa, GgmlType>;
+class MatmulTest : public ::testing::TestWithParam<MatmulCase> {};
+
+// Tokens and rows off every register tile (RM 2 or 4, RN 3, 4 or 6); columns off every
+// vector width (8, 16, 64 floats) and odd and even block counts.
+TEST_P(MatmulTest, MatchesReferenceOnRaggedShapes) {
+  auto [isa, type] = GetParam();
+  if (!cpu_supports(isa)) GTEST_SKIP() << "this CPU has no " << isa_name(isa);
+  const std::vector<int64_t> float_cols = {1, 13, 65, 1000}, integer_cols = {32, 96, 416};
+  for (int64_t tokens : {1, 3, 5, 17, 64})
+    for (int64_t rows : {1, 7, 33, 130})
+      for (int64_t cols : integer_kernel(type) ? integer_cols : float_cols)
+        expect_matches_reference(isa, type, tokens, rows, cols);
+}
+
+// Blocking sized for a 4 KiB L2: token panels of a few register tiles and row blocks of one,
+// so these shapes cross many of both, ragged at the ends.
+TEST_P(MatmulTest, MatchesReferenceAcrossCacheBlocks) {
+  auto [isa, type] = GetParam();
+  if (!cpu_supports(isa)) GTEST_SKIP() << "this CPU has no " << isa_name(isa);
+  const int64_t cols = integer_kernel(type) ? 416 : 1000;
+  for (int64_t tokens : {17, 64})
+    for (int64_t rows : {33, 130}) expect_matches_reference(isa, type, tokens, rows, cols, 4096);
+}
+
+std::string matmul_case_name(const ::testing::TestParamInfo<MatmulCase>& info) {
+  auto [isa, type] = info.param;
+  return std::string(isa_name(isa)) + "_" + std::string(ggml_type_name(type));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, MatmulTest,
+    ::testing::Combine(::testing::Values(Isa::Scalar, Isa::Avx2, Isa::Avx512),
+                       ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+                                         GgmlType::CPULLM_INT8_CHANNEL)),
+    matmul_case_name);
+
+TEST(Matmul, SameResultForAnyThreadCount) {
+  std::mt19937 rng(3);
+  for (GgmlType type : {GgmlType::F16, GgmlType::Q4_0}) {
+    const Matrix m = random_matrix(type, 300, 4096, rng);
+    const int64_t tokens = 150;
+    std::vector<float> x(tokens * 4096), one(tokens * 300), two(tokens * 300);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (float& v : x) v = dist(rng);
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    matmul(one.data(), 300, m.view, x.data(), 4096, tokens);
+    omp_set_num_threads(2);
+    matmul(two.data(), 300, m.view, x.data(), 4096, tokens);
+    omp_set_num_threads(threads);
+    EXPECT_EQ(one, two) << ggml_type_name(type);  // each output is one tile's sequential sum
+  }
+}
+
+TEST(Matmul, RefusesTypesWithoutAKernel) {
+  std::vector<std::byte> block(20);
+  const WeightMatrix q4_1{block.data(), GgmlType::Q4_1, 1, 32};
+  float y, x[32] = {};
+  EXPECT_THROW(matmul(&y, 1, q4_1, x, 32, 1), std::exception);
+}
+
+// Logits of forward_batch (every position, and the last alone) against forward() token by
+// token on a fresh model, within 1e-4.
+void expect_batch_matches_token_by_token(const std::string& path, int64_t context, int64_t n_tokens) {
+  Model one_by_one(path, context), batched(path, context);
+  const int64_t vocab = one_by_one.config().vocab_size;
+  std::vector<int32_t> tokens = {1};
+  for (int32_t i = 1; i < n_tokens; ++i) tokens.push_back(static_cast<int32_t>((i * 37 + 11) % vocab));
+
+  const std::span<const float> all = batched.forward_batch(tokens, 0, true);
+  ASSERT_EQ(all.size(), tokens.size() * vocab);
+  std::vector<float> all_copy(all.begin(), all.end());
+  double worst = 0;
+  for (int64_t pos = 0; pos < n_tokens; ++pos) {
+    const std::span<const float> expected = one_by_one.forward(tokens[pos], pos);
+    for (int64_t i = 0; i < vocab; ++i)
+      worst = std::max(worst, std::abs(double{expected[i]} - all_copy[pos * vocab + i]));
+  }
+  EXPECT_LE(worst, 1e-4) << path;
+
+  // The same run split in two calls, the second continuing at its position: last logits only.
+  Model split(path, context);
+  const int64_t half = n_tokens / 2;
+  split.forward_batch(std::span(tokens).first(half), 0);
+  const std::span<const float> last = split.forward_batch(std::span(tokens).subspan(half), half);
+  ASSERT_EQ(last.size(), static_cast<std::size_t>(vocab));
+  for (int64_t i = 0; i < vocab; ++i)
+    EXPECT_NEAR(last[i], all_copy[(n_tokens - 1) * vocab + i], 1e-4) << "logit " << i;
+}
+
+TEST(ForwardBatch, Stories260KMatchesTokenByToken) {
+  auto model_path = test::shared_model("stories260K.gguf");
+  if (!model_path) GTEST_SKIP() << "../shared/models/stories260K.gguf not found";
+  expect_batch_matches_token_by_token(*model_path, 128, 67);
+}
+
+SyntheticModelOptions tiny_model(int64_t context) {
+  SyntheticModelOptions options;
+  options.shape = {"custom", 2, 64, 160, 8, 2, 600, context};  // grouped-query heads
+  options.dtype = GgmlType::F32;
+  options.progress = false;
+  return options;
+}
+
+TEST(ForwardBatch, SyntheticQ8_0MatchesTokenByToken) {
+  test::TempDir dir;
+  write_synthetic_model(dir.file("f32.gguf"), tiny_model(64));
+  QuantizeOptions q8_0;
+  q8_0.progress = false;
+  quantize_model(dir.file("f32.gguf"), dir.file("q8_0.gguf"), q8_0);
+  expect_batch_matches_token_by_token(dir.file("q8_0.gguf"), 64, 45);
+}
+
+TEST(ForwardBatch, ChunksAcrossThe512TokenBoundary) {
+  test::TempDir dir;
+  write_synthetic_model(dir.file("tiny.gguf"), tiny_model(700));
+  expect_batch_matches_token_by_token(dir.file("tiny.gguf"), 700, 600);
+}
+
+TEST(ForwardBatch, RefusesPositionsPastTheContext) {
+  test::TempDir dir;
+  write_synthetic_model(dir.file("tiny.gguf"), tiny_model(64));
+  Model model(dir.file("tiny.gguf"), 16);
+  const std::vector<int32_t> tokens(10, 1);
+  model.forward_batch(tokens, 0);
+  EXPECT_THROW(model.forward_batch(tokens, 10), std::exception);
+  EXPECT_THROW(model.forward_batch({}, 0), std::exception);
+}
+
+}  // namespace
+}  // namespace cpullm
