@@ -12,36 +12,13 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 
-CHECKS = []
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
-
-
-def run(args, expect_ok=True):
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=60)
-    if expect_ok and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()}")
-    return proc
+from cli_checks import check, expect_error, run, run_checks
 
 
 def topo_json(ctx, *args):
     return json.loads(run([ctx.cpullm, "topo", "--json", *args]).stdout)
-
-
-def expect_error(args, *fragments):
-    """The command must fail with status 1, its last line 'cpullm: error: ...' holding fragments."""
-    proc = run(args, expect_ok=False)
-    assert proc.returncode == 1, f"{args}: exit {proc.returncode} (stderr: {proc.stderr.strip()})"
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("cpullm: error: "), f"{args}: stderr {proc.stderr!r}"
-    for fragment in fragments:
-        assert fragment in last, f"{args}: {fragment!r} not in {last!r}"
 
 
 @check
@@ -172,22 +149,7 @@ def main():
     ctx = ap.parse_args()
     os.makedirs(ctx.workdir, exist_ok=True)
     ctx.profiles = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tuning", "profiles")
-    passed = failed = skipped = 0
-    for fn in CHECKS:
-        try:
-            note = fn(ctx)
-        except Exception as e:  # noqa: BLE001 - every failure is reported, then the next check runs
-            failed += 1
-            print(f"FAIL {fn.__name__}: {e}")
-            continue
-        if isinstance(note, str) and note.startswith("skip"):
-            skipped += 1
-            print(f"SKIP {fn.__name__}: {note}")
-        else:
-            passed += 1
-            print(f"PASS {fn.__name__}")
-    print(f"{passed} passed, {failed} failed, {skipped} skipped")
-    return 1 if failed else 0
+    return run_checks(ctx)
 
 
 if __name__ == "__main__":
