@@ -8,6 +8,8 @@
 #include "cli/commands.hpp"
 #include "engine/kernels/isa.hpp"
 #include "engine/model/model.hpp"
+#include "engine/runtime/bind_threads.hpp"
+#include "engine/runtime/topology.hpp"
 #include "engine/sampling/sampler.hpp"
 #include "engine/tokenizer/tokenizer.hpp"
 #include "engine/util/error.hpp"
@@ -23,6 +25,7 @@ struct GenerateOptions {
   int64_t context = 0;
   int threads = 0;
   std::string isa;
+  BindingOptions binding;
   bool ignore_eos = false;
   SamplingParams sampling;
 };
@@ -30,9 +33,24 @@ struct GenerateOptions {
 using Clock = std::chrono::steady_clock;
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
+// Plans the threads on this machine and pins them; prints where each thread may run, as the OS
+// reports it after pinning, and what the plan reduced (e.g. scatter over one package).
+void bind_threads(const BindingOptions& binding, int threads) {
+  const Topology topology = detect_topology();
+  const ThreadPlan plan = plan_threads(topology, thread_request(binding, threads));
+  const auto granted = apply_thread_plan(topology, plan);
+  std::string placement;
+  for (std::size_t i = 0; i < granted.size(); ++i)
+    placement += fmt::format("{}thread {} on CPU {}", i ? ", " : "", i, format_cpu_list(granted[i]));
+  std::fprintf(stderr, "cpullm: threads (bind %s): %s\n", std::string(bind_policy_name(plan.policy)).c_str(),
+               placement.c_str());
+  for (const std::string& note : plan.notes) std::fprintf(stderr, "cpullm: note: %s\n", note.c_str());
+}
+
 void run_generate(const GenerateOptions& o) {
   apply_threads(o.threads);
   apply_isa(o.isa);
+  if (o.binding.given()) bind_threads(o.binding, o.threads);
   const auto load_start = Clock::now();
   Model model(o.model_path, o.context);
   const Tokenizer tokenizer = Tokenizer::from_gguf(model.file());
@@ -102,6 +120,7 @@ void register_generate(CLI::App& app) {
   command->add_flag("--ignore-eos", options->ignore_eos, "Keep generating past the end-of-sequence token");
   add_threads_option(*command, options->threads);
   add_isa_option(*command, options->isa);
+  add_binding_options(*command, options->binding);
   command->callback([options] { run_generate(*options); });
 }
 

@@ -20,9 +20,7 @@ struct TopoOptions {
   std::string synthetic;  // hwloc synthetic description
   std::string xml;        // hwloc XML file
   int threads = 0;
-  std::string bind = "none";
-  std::string cpuset;
-  int housekeeping = 0;
+  BindingOptions binding;
   std::string numa = "first-touch";
   std::string model;      // GGUF file sizing the placement
   std::string shape = "llama-7b";
@@ -224,10 +222,7 @@ void run_topo(const TopoOptions& o) {
     r.topology = detect_topology();
   }
 
-  r.request.threads = o.threads;
-  r.request.policy = parse_bind_policy(o.bind);
-  if (!o.cpuset.empty()) r.request.cpuset = parse_cpu_list(o.cpuset);
-  r.request.housekeeping = o.housekeeping;
+  r.request = thread_request(o.binding, o.threads);
   r.threads = plan_threads(r.topology, r.request);
 
   std::vector<TensorSize> tensors;
@@ -258,11 +253,7 @@ void register_topo(CLI::App& app) {
   hardware->excludes(synthetic)->excludes(xml);
   synthetic->excludes(xml);
   add_threads_option(*command, options->threads);
-  command->add_option("--bind", options->bind, "Binding: none, compact, scatter (round-robin over packages), numa (threads kept on their node)")
-      ->check(CLI::IsMember({"none", "compact", "scatter", "numa"}));
-  command->add_option("--cpuset", options->cpuset, "CPUs threads may use, isolcpus-style (e.g. 2-31)");
-  command->add_option("--housekeeping", options->housekeeping, "Cores per NUMA node left to the OS (the lowest-numbered)")
-      ->check(CLI::Range(0, 4096));
+  add_binding_options(*command, options->binding);
   command->add_option("--numa", options->numa, "Weight placement: first-touch, interleave, replicate, shard")
       ->check(CLI::IsMember({"first-touch", "interleave", "replicate", "shard"}));
   command->add_option("-m,--model", options->model, "GGUF file to size the placement from")->check(CLI::ExistingFile);

@@ -2,6 +2,8 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include "engine/runtime/thread_plan.hpp"
+
 namespace cpullm::cli {
 
 void register_generate(CLI::App& app);
@@ -20,5 +22,15 @@ void apply_threads(int threads);
 // CPULLM_ISA environment variable or, without it, the best level the CPU has.
 void add_isa_option(CLI::App& command, std::string& isa);
 void apply_isa(const std::string& isa);
+
+// --bind, --cpuset, --housekeeping: how threads are laid over the CPUs (see engine/runtime).
+struct BindingOptions {
+  std::string bind = "none";  // none, compact, scatter, numa
+  std::string cpuset;         // isolcpus-style list; empty: every CPU
+  int housekeeping = 0;       // cores per NUMA node left to the OS
+  bool given() const { return bind != "none" || !cpuset.empty() || housekeeping > 0; }
+};
+void add_binding_options(CLI::App& command, BindingOptions& binding);
+ThreadRequest thread_request(const BindingOptions& binding, int threads);
 
 }  // namespace cpullm::cli

@@ -27,6 +27,23 @@ void apply_isa(const std::string& isa) {
   if (!isa.empty()) force_isa(parse_isa(isa));
 }
 
+void add_binding_options(CLI::App& command, BindingOptions& binding) {
+  command.add_option("--bind", binding.bind, "Binding: none, compact, scatter (round-robin over packages), numa (threads kept on their node)")
+      ->check(CLI::IsMember({"none", "compact", "scatter", "numa"}));
+  command.add_option("--cpuset", binding.cpuset, "CPUs threads may use, isolcpus-style (e.g. 2-31)");
+  command.add_option("--housekeeping", binding.housekeeping, "Cores per NUMA node left to the OS (the lowest-numbered)")
+      ->check(CLI::Range(0, 4096));
+}
+
+ThreadRequest thread_request(const BindingOptions& binding, int threads) {
+  ThreadRequest request;
+  request.threads = threads;
+  request.policy = parse_bind_policy(binding.bind);
+  if (!binding.cpuset.empty()) request.cpuset = parse_cpu_list(binding.cpuset);
+  request.housekeeping = binding.housekeeping;
+  return request;
+}
+
 }  // namespace cpullm::cli
 
 int main(int argc, char** argv) {

@@ -117,6 +117,22 @@ def eval_quant_scores_formats(ctx):
 
 
 @check
+def generate_binds_threads(ctx):
+    """The plan is applied: the OS's own account of each thread's CPUs is printed."""
+    if (os.cpu_count() or 1) < 2:
+        return "skip: needs two CPUs"
+    def bound(*flags):
+        proc = run([ctx.cpullm, "generate", "-m", ctx.small, "-n", "2", *flags])
+        return next(line for line in proc.stderr.splitlines() if line.startswith("cpullm: threads (bind"))
+    assert bound("--bind", "compact", "-t", "2").endswith("thread 0 on CPU 0, thread 1 on CPU 1")
+    assert bound("--bind", "compact", "-t", "1", "--cpuset", "1").endswith("thread 0 on CPU 1")
+    assert "thread 0 on CPU 1" in bound("--cpuset", "1")
+    expect_error([ctx.cpullm, "generate", "-m", ctx.small, "--cpuset", "4096"], "CPU 4096 does not exist")
+    expect_error([ctx.cpullm, "generate", "-m", ctx.small, "--bind", "compact", "-t", str(os.cpu_count() + 1)],
+                 "usable core")
+
+
+@check
 def logits_writes_npy(ctx):
     out = os.path.join(ctx.workdir, "l.npy")
     proc = run([ctx.cpullm, "logits", "-m", ctx.small, "-p", "the ball", "-o", out])

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "engine/format/gguf.hpp"
+#include "engine/runtime/bind_threads.hpp"
 #include "engine/runtime/hardware_profile.hpp"
 #include "engine/runtime/placement.hpp"
 #include "engine/util/error.hpp"
@@ -330,6 +331,30 @@ TEST(HardwareProfile, MalformedProfilesNameTheFileAndField) {
                p + ": field \"isa\"");
   expect_error([&] { read_hardware_profile(broken("{", "[")); }, p + ": not valid JSON");
   expect_error([&] { profile_topology(read_hardware_profile(broken("pack:4", "pack:x"))); }, p + ": field \"topology\"");
+}
+
+TEST(BindThreads, PinsEachThreadWhereThePlanSays) {
+  const Topology topology = detect_topology();
+  ThreadRequest request;
+  request.threads = 1;
+  request.policy = BindPolicy::compact;
+  request.cpuset = {all_pus(topology).back()};
+  const ThreadPlan plan = plan_threads(topology, request);
+  const auto granted = apply_thread_plan(topology, plan);
+  ASSERT_EQ(granted.size(), 1u);
+  EXPECT_EQ(granted[0], std::vector<int>{request.cpuset[0]});  // read back from the kernel
+  // Leave the test process as it was: unbound over every CPU.
+  ThreadRequest all;
+  all.threads = 1;
+  apply_thread_plan(topology, plan_threads(topology, all));
+}
+
+TEST(BindThreads, RefusesEmulatedTopologies) {
+  const Topology emulated = synthetic_topology("pack:2 core:2 pu:1");
+  ThreadRequest request;
+  request.threads = 2;
+  request.policy = BindPolicy::compact;
+  EXPECT_THROW(apply_thread_plan(emulated, plan_threads(emulated, request)), Error);
 }
 
 }  // namespace
