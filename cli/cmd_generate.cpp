@@ -25,6 +25,7 @@ struct GenerateOptions {
   int64_t context = 0;
   int threads = 0;
   std::string isa;
+  std::string attention_tiles = "64x64";
   BindingOptions binding;
   bool ignore_eos = false;
   SamplingParams sampling;
@@ -52,7 +53,9 @@ void run_generate(const GenerateOptions& o) {
   apply_isa(o.isa);
   if (o.binding.given()) bind_threads(o.binding, o.threads);
   const auto load_start = Clock::now();
+  const AttentionTiles tiles = parse_attention_tiles(o.attention_tiles);
   Model model(o.model_path, o.context);
+  model.set_attention_tiles(tiles);
   const Tokenizer tokenizer = Tokenizer::from_gguf(model.file());
   const double load_seconds = seconds_between(load_start, Clock::now());
   std::fprintf(stderr,
@@ -120,6 +123,7 @@ void register_generate(CLI::App& app) {
   command->add_flag("--ignore-eos", options->ignore_eos, "Keep generating past the end-of-sequence token");
   add_threads_option(*command, options->threads);
   add_isa_option(*command, options->isa);
+  command->add_option("--attn-tile", options->attention_tiles, "Prompt attention tile, QUERIESxKEYS, 1..128 each (the seed used 8x8)");
   add_binding_options(*command, options->binding);
   command->callback([options] { run_generate(*options); });
 }

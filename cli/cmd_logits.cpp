@@ -16,6 +16,7 @@ struct LogitsOptions {
   std::string output_path;
   int threads = 0;
   std::string isa;
+  std::string attention_tiles = "64x64";
 };
 
 void run_logits(const LogitsOptions& o) {
@@ -24,6 +25,7 @@ void run_logits(const LogitsOptions& o) {
   // Tokenize first so the KV cache is sized to the prompt (the second mapping shares pages).
   const std::vector<int32_t> prompt = Tokenizer::from_gguf(GgufFile(o.model_path)).encode(o.prompt, true);
   Model model(o.model_path, static_cast<int64_t>(prompt.size()));
+  model.set_attention_tiles(parse_attention_tiles(o.attention_tiles));
   const int64_t vocab = model.config().vocab_size;
   const std::span<const float> all_logits = model.forward_batch(prompt, 0, true);  // [tokens, vocab]
   write_npy(o.output_path, all_logits, {static_cast<int64_t>(prompt.size()), vocab});
@@ -42,6 +44,7 @@ void register_logits(CLI::App& app) {
   command->add_option("-o,--output", options->output_path, "Output .npy file")->required();
   add_threads_option(*command, options->threads);
   add_isa_option(*command, options->isa);
+  command->add_option("--attn-tile", options->attention_tiles, "Prompt attention tile, QUERIESxKEYS, 1..128 each (the seed used 8x8)");
   command->callback([options] { run_logits(*options); });
 }
 

@@ -1,6 +1,7 @@
 // Causal self-attention of one query position over the KV cache, with grouped-query heads.
 #pragma once
 #include <cstdint>
+#include <string>
 
 namespace cpullm {
 
@@ -15,5 +16,21 @@ struct AttentionShape {
 // scores: scratch of (n_heads, n_positions).
 void attention(float* out, const float* q, const float* keys, const float* values, int64_t n_positions,
                const AttentionShape& shape, float* scores);
+
+// Tile sizes of attention_tiled: `queries` query positions meet `keys` cached positions at a
+// time. The seed chose 8 x 8; 64 x 64 measured fastest here (docs/kernels.md), so it is the default.
+struct AttentionTiles {
+  int64_t queries = 64;
+  int64_t keys = 64;
+};
+AttentionTiles parse_attention_tiles(const std::string& text);  // "8x8"; 1..128 each, else an Error
+
+// Causal attention of n_queries consecutive positions first_position.. at once (prefill):
+// out (n_queries, n_heads * head_dim), q (n_queries, n_heads * head_dim), keys/values as above
+// holding at least first_position + n_queries rows. Tile by tile with an online softmax: for each
+// query the running maximum and sum rescale what was accumulated so far, so no
+// (queries x positions) score matrix exists and a tile of keys is read once per tile of queries.
+void attention_tiled(float* out, const float* q, int64_t first_position, int64_t n_queries, const float* keys,
+                     const float* values, const AttentionShape& shape, const AttentionTiles& tiles);
 
 }  // namespace cpullm

@@ -144,7 +144,7 @@ void Model::run_chunk(std::span<const int32_t> tokens, int64_t pos) {
     float* v = layer_values + pos * kv_dim;
 
     // Attention: q, k, v for every token; k and v go straight into the cache rows. Token t
-    // then attends to positions 0 .. pos + t, the chunk's earlier tokens included.
+    // then attends to positions 0 .. pos + t, the chunk's earlier tokens included, tile by tile.
     normalise(w.attn_norm);
     matmul(b.q.data(), dim, w.wq, b.xb.data(), dim, n);
     matmul(k, kv_dim, w.wk, b.xb.data(), dim, n);
@@ -153,8 +153,7 @@ void Model::run_chunk(std::span<const int32_t> tokens, int64_t pos) {
       rope(&b.q[t * dim], c.n_heads, c.head_dim, pos + t, c.rope_theta);
       rope(k + t * kv_dim, c.n_kv_heads, c.head_dim, pos + t, c.rope_theta);
     }
-    for (int64_t t = 0; t < n; ++t)
-      attention(&b.xb[t * dim], &b.q[t * dim], layer_keys, layer_values, pos + t + 1, shape, state_.scores.data());
+    attention_tiled(b.xb.data(), b.q.data(), pos, n, layer_keys, layer_values, shape, attention_tiles_);
     matmul(b.xb2.data(), dim, w.wo, b.xb.data(), dim, n);
     add_in_place(b.x.data(), b.xb2.data(), n * dim);
 

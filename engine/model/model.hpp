@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/format/gguf.hpp"
+#include "engine/kernels/attention.hpp"
 #include "engine/model/config.hpp"
 #include "engine/model/weights.hpp"
 
@@ -64,6 +65,9 @@ class Model {
   // all_logits every token's, (tokens, vocab). Valid until the next call. The logits equal
   // forward()'s token by token up to FP32 rounding.
   std::span<const float> forward_batch(std::span<const int32_t> tokens, int64_t pos, bool all_logits = false);
+
+  // Tile sizes of forward_batch's attention (decode's single query needs none).
+  void set_attention_tiles(const AttentionTiles& tiles) { attention_tiles_ = tiles; }
   static constexpr int64_t kMaxPrefillChunk = 512;
 
  private:
@@ -77,6 +81,7 @@ class Model {
   KvCache cache_;
   RunState state_;
   BatchState batch_;
+  AttentionTiles attention_tiles_;  // query x key tile of the prefill attention
 };
 
 }  // namespace cpullm
