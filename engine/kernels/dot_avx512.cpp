@@ -131,10 +131,8 @@ struct Avx512IntegerTile {
   static constexpr int kRows = 4, kTokens = 4;
   template <int M, int N>
   static void run(const GemmBlock& b, int64_t r, int64_t t) {
-    Row w[M];
-    const BlockQ8_0* a[N];
-    for (int m = 0; m < M; ++m) w[m] = Row::from(b.w + (r + m) * b.w_stride);
-    for (int n = 0; n < N; ++n) a[n] = reinterpret_cast<const BlockQ8_0*>(b.x + (t + n) * b.x_stride);
+    const IntegerTileOperands<Row, M, N> operands(b, r, t);
+    const auto& [w, a] = operands;
     __m512 acc[M][N];
     for (int m = 0; m < M; ++m)
       for (int n = 0; n < N; ++n) acc[m][n] = _mm512_setzero_ps();

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/kernels/quant_formats.hpp"
+
 namespace cpullm {
 
 // What a block kernel computes: y[t][r] = W row r . activation row t for r < rows, t < tokens.
@@ -35,6 +37,18 @@ struct GemmKernels {
 const GemmKernels& scalar_gemm_kernels();
 const GemmKernels& avx2_gemm_kernels();
 const GemmKernels& avx512_gemm_kernels();  // only call where cpu_supports(Isa::Avx512)
+
+// What an integer micro-kernel reads for the tile at (r, t): its M weight rows through the
+// format's row view, and its N tokens' Q8_0 activations. Bound with `const auto& [w, a] = ...`.
+template <typename Row, int M, int N>
+struct IntegerTileOperands {
+  Row w[M];              // weight rows r .. r + M
+  const BlockQ8_0* a[N];  // activations of tokens t .. t + N
+  IntegerTileOperands(const GemmBlock& b, int64_t r, int64_t t) {
+    for (int m = 0; m < M; ++m) w[m] = Row::from(b.w + (r + m) * b.w_stride);
+    for (int n = 0; n < N; ++n) a[n] = reinterpret_cast<const BlockQ8_0*>(b.x + (t + n) * b.x_stride);
+  }
+};
 
 // Runs the M x N tile at (r, t), or, at the block's edges where only m < M rows or n < N tokens
 // are left, the smaller instantiation that fits: every (m, n) up to (M, N) is compiled.

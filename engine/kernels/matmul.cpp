@@ -7,37 +7,16 @@
 
 #include "engine/kernels/gemm_tiles.hpp"
 #include "engine/kernels/quant_formats.hpp"
+#include "engine/kernels/kernel_table.hpp"
 #include "engine/util/error.hpp"
 
 namespace cpullm {
 namespace {
 
-const GemmKernels& gemm_kernels_for(Isa isa) {
-  switch (isa) {
-    case Isa::Scalar: return scalar_gemm_kernels();
-    case Isa::Avx2: return avx2_gemm_kernels();
-    case Isa::Avx512:
-      if (!cpu_supports(Isa::Avx512)) fail("this CPU cannot run the avx512 kernels");
-      return avx512_gemm_kernels();
-  }
-  fail("unknown ISA");
-}
-
-bool integer_kernel(GgmlType type) {
-  return type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::CPULLM_INT8_CHANNEL;
-}
-
-GemmKernel gemm_for(const GemmKernels& kernels, const WeightMatrix& w) {
+GemmKernel gemm_for(Isa isa, const WeightMatrix& w) {
   if (!matvec_supports(w.type, w.cols))
     fail("matmul: no kernel for weight type {} with {} columns", ggml_type_name(w.type), w.cols);
-  switch (w.type) {
-    case GgmlType::F32: return kernels.f32;
-    case GgmlType::F16: return kernels.f16;
-    case GgmlType::BF16: return kernels.bf16;
-    case GgmlType::Q8_0: return kernels.q8_0;
-    case GgmlType::Q4_0: return kernels.q4_0;
-    default: return kernels.int8_channel;
-  }
+  return entry_for_type(table_for_isa(isa, scalar_gemm_kernels, avx2_gemm_kernels, avx512_gemm_kernels), w.type);
 }
 
 // n rounded down to a multiple of `step`, and at least one step.
@@ -61,7 +40,7 @@ void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, i
 
 void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride, int64_t tokens,
             Isa isa, int64_t l2_bytes) {
-  const GemmKernel kernel = gemm_for(gemm_kernels_for(isa), w);
+  const GemmKernel kernel = gemm_for(isa, w);
   if (tokens <= 0 || w.rows <= 0) return;
 
   // Pack the activations: integer weights meet every token's row quantized to Q8_0 blocks,
@@ -69,7 +48,7 @@ void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, i
   const std::byte* packed = reinterpret_cast<const std::byte*>(x);
   int64_t packed_stride = x_stride * static_cast<int64_t>(sizeof(float));  // bytes per token
   thread_local std::vector<BlockQ8_0> quantized;  // (tokens, cols / 32), reused from call to call
-  if (integer_kernel(w.type)) {
+  if (uses_q8_0_activations(w.type)) {
     const int64_t blocks = w.cols / kQuantBlock;
     quantized.resize(static_cast<std::size_t>(tokens * blocks));
     BlockQ8_0* out = quantized.data();  // this thread's buffer (in the loop below the name is each worker's)

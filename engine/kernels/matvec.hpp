@@ -19,7 +19,10 @@ struct WeightMatrix {
   int64_t cols = 0;
 };
 
-// Whether a kernel runs this type at this row length (the integer kernels need whole blocks).
+// The integer formats (Q8_0, Q4_0, CPULLM_INT8_CHANNEL): their kernels take activations
+// quantized to Q8_0, and so need rows of whole 32-value blocks.
+bool uses_q8_0_activations(GgmlType type);
+// Whether a kernel runs this type at this row length.
 bool matvec_supports(GgmlType type, int64_t cols);
 int64_t row_bytes(const WeightMatrix& w);
 

@@ -24,10 +24,6 @@ struct Matrix {
   WeightMatrix view;
 };
 
-bool integer_kernel(GgmlType type) {
-  return type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::CPULLM_INT8_CHANNEL;
-}
-
 Matrix random_matrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> values(rows * cols);
@@ -48,7 +44,7 @@ Matrix random_matrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rn
 
 // The activations a kernel really multiplies: x itself, or x after Q8_0 quantization.
 std::vector<double> effective_activations(GgmlType type, const std::vector<float>& x) {
-  if (!integer_kernel(type)) return {x.begin(), x.end()};
+  if (!uses_q8_0_activations(type)) return {x.begin(), x.end()};
   std::vector<BlockQ8_0> blocks(x.size() / kQuantBlock);
   quantize_row_q8_0(x.data(), blocks.data(), static_cast<int64_t>(x.size()));
   std::vector<float> dequantized(x.size());

@@ -19,10 +19,6 @@
 namespace cpullm {
 namespace {
 
-bool integer_kernel(GgmlType type) {
-  return type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::CPULLM_INT8_CHANNEL;
-}
-
 struct Matrix {
   std::vector<std::byte> storage;  // (rows, row bytes)
   std::vector<double> exact;       // (rows, cols) the stored values, dequantized and widened
@@ -48,7 +44,7 @@ Matrix random_matrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rn
 
 // The activations a kernel really multiplies: x itself, or x after Q8_0 quantization.
 std::vector<double> effective_activations(GgmlType type, const float* x, int64_t cols) {
-  if (!integer_kernel(type)) return {x, x + cols};
+  if (!uses_q8_0_activations(type)) return {x, x + cols};
   std::vector<BlockQ8_0> blocks(cols / kQuantBlock);
   std::vector<float> dequantized(cols);
   quantize_row_q8_0(x, blocks.data(), cols);
@@ -99,7 +95,7 @@ TEST_P(MatmulTest, MatchesReferenceOnRaggedShapes) {
   const std::vector<int64_t> float_cols = {1, 13, 65, 1000}, integer_cols = {32, 96, 416};
   for (int64_t tokens : {1, 3, 5, 17, 64})
     for (int64_t rows : {1, 7, 33, 130})
-      for (int64_t cols : integer_kernel(type) ? integer_cols : float_cols)
+      for (int64_t cols : uses_q8_0_activations(type) ? integer_cols : float_cols)
         expect_matches_reference(isa, type, tokens, rows, cols);
 }
 
@@ -108,7 +104,7 @@ TEST_P(MatmulTest, MatchesReferenceOnRaggedShapes) {
 TEST_P(MatmulTest, MatchesReferenceAcrossCacheBlocks) {
   auto [isa, type] = GetParam();
   if (!cpu_supports(isa)) GTEST_SKIP() << "this CPU has no " << isa_name(isa);
-  const int64_t cols = integer_kernel(type) ? 416 : 1000;
+  const int64_t cols = uses_q8_0_activations(type) ? 416 : 1000;
   for (int64_t tokens : {17, 64})
     for (int64_t rows : {33, 130}) expect_matches_reference(isa, type, tokens, rows, cols, 4096);
 }
