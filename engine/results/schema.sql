@@ -1,0 +1,56 @@
+-- The cpullm results database, schema version 1. SQLite (WAL) by default, the same tables on
+-- PostgreSQL. Written by `cpullm bench --db` and the sweep driver; read by reports and nightly.
+-- Field names follow llama-bench's JSON wherever the meaning is the same.
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+
+-- One invocation of a command (bench, sweep, nightly, kernels).
+CREATE TABLE IF NOT EXISTS runs (
+  id            INTEGER PRIMARY KEY,   -- BIGSERIAL on PostgreSQL
+  kind          TEXT NOT NULL,         -- bench | sweep | nightly | kernels | tune
+  command       TEXT NOT NULL,         -- the full command line
+  started_at    TEXT NOT NULL,         -- ISO 8601 UTC
+  finished_at   TEXT,                  -- NULL while unfinished (what --resume looks for)
+  git_commit    TEXT,                  -- build's commit, "-dirty" appended when the tree was
+  host          TEXT NOT NULL,         -- hostname
+  cpu_model     TEXT, cores INTEGER, sockets INTEGER, numa_nodes INTEGER, memory_bytes INTEGER,
+  kernel        TEXT, isa_level TEXT, governor TEXT,
+  fingerprint   TEXT NOT NULL          -- hash of cpu_model, cores, sockets, numa_nodes, memory: "same host"
+);
+
+-- One measured point: a configuration and its summary metrics. Committed when it finishes.
+CREATE TABLE IF NOT EXISTS results (
+  id            INTEGER PRIMARY KEY,
+  run_id        INTEGER NOT NULL REFERENCES runs(id),
+  case_name     TEXT NOT NULL,         -- stable name of the case for history, e.g. "pp512/q8_0/t2"
+  test          TEXT NOT NULL,         -- pp | tg | pg | load | multiproc | kernel
+  model_filename TEXT, model_type TEXT, model_size INTEGER, model_n_params INTEGER,
+  format        TEXT,                  -- weight format: f32 f16 bf16 q8_0 q4_0 int8-channel (+ sparsity)
+  isa           TEXT, n_threads INTEGER, binding TEXT, cpuset TEXT, numa TEXT,
+  attn_tile     TEXT, kv_type TEXT, n_batch INTEGER, n_seq INTEGER,
+  n_prompt      INTEGER, n_gen INTEGER,
+  config_json   TEXT NOT NULL,         -- every option of the point, long names, as JSON
+  avg_ns        REAL, stddev_ns REAL, avg_ts REAL, stddev_ts REAL,
+  ttft_ms       REAL, tpot_ms REAL, itl_p50_ms REAL, itl_p90_ms REAL, itl_p99_ms REAL,
+  peak_rss_bytes INTEGER, energy_j REAL,
+  metrics_json  TEXT                   -- anything else (load-scenario rates, sharing savings, regions)
+);
+
+-- Every repetition of a point: what the statistics and the nightly tests run on.
+CREATE TABLE IF NOT EXISTS samples (
+  result_id     INTEGER NOT NULL REFERENCES results(id),
+  repetition    INTEGER NOT NULL,
+  ns            REAL NOT NULL,         -- wall time of the repetition
+  ts            REAL,                  -- tokens/s of the repetition
+  metrics_json  TEXT
+);
+
+-- Per-region profile of a point (cpullm profile / bench --profile): the roofline inputs.
+CREATE TABLE IF NOT EXISTS regions (
+  result_id     INTEGER NOT NULL REFERENCES results(id),
+  name          TEXT NOT NULL,         -- embedding, attn_norm, q_proj, ... lm_head, sampling
+  calls         INTEGER NOT NULL,
+  seconds       REAL NOT NULL,
+  flops         REAL NOT NULL,
+  bytes         REAL NOT NULL,
+  counters_json TEXT                   -- hardware counters where available, else why not
+);
