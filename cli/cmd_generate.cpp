@@ -29,6 +29,10 @@ struct GenerateOptions {
   BindingOptions binding;
   bool ignore_eos = false;
   SamplingParams sampling;
+  int sequences = 1;             // -np: copies of the prompt generated together, batched
+  std::string kv_type = "f32";
+  bool mlock = false;
+  bool prefetch = false;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -48,62 +52,114 @@ void bind_threads(const BindingOptions& binding, int threads) {
   for (const std::string& note : plan.notes) std::fprintf(stderr, "cpullm: note: %s\n", note.c_str());
 }
 
+// The tokens of `sequences` copies of the prompt in one batch (batched prefill), each copy's
+// last token asking for logits.
+std::vector<BatchToken> prompt_batch(const std::vector<int32_t>& prompt, int sequences) {
+  std::vector<BatchToken> batch;
+  for (int s = 0; s < sequences; ++s)
+    for (std::size_t i = 0; i < prompt.size(); ++i)
+      batch.push_back({.token = prompt[i], .sequence = s, .position = static_cast<int64_t>(i),
+                       .want_logits = i + 1 == prompt.size()});
+  return batch;
+}
+
 void run_generate(const GenerateOptions& o) {
   apply_threads(o.threads);
   apply_isa(o.isa);
   if (o.binding.given()) bind_threads(o.binding, o.threads);
   const auto load_start = Clock::now();
   const AttentionTiles tiles = parse_attention_tiles(o.attention_tiles);
-  Model model(o.model_path, o.context);
+  const ModelOptions model_options{.context = o.context,
+                                   .sequences = o.sequences,
+                                   .kv_type = parse_kv_type(o.kv_type),
+                                   .mlock = o.mlock,
+                                   .prefetch = o.prefetch};
+  Model model(o.model_path, model_options);
   model.set_attention_tiles(tiles);
   const Tokenizer tokenizer = Tokenizer::from_gguf(model.file());
   const double load_seconds = seconds_between(load_start, Clock::now());
   std::fprintf(stderr,
-               "cpullm: loaded %s in %.0f ms: %.1f MiB mapped, %.1f MiB resident after load, KV cache %.1f MiB "
-               "for %ld positions\n",
-               o.model_path.c_str(), load_seconds * 1e3, model.file().file_size() / 1048576.0,
-               resident_bytes() / 1048576.0, model.kv_cache_bytes() / 1048576.0, static_cast<long>(model.context()));
+               "cpullm: loaded %s in %.0f ms%s: %.1f MiB mapped, %.1f MiB resident after load, KV cache (%s) %.1f MiB "
+               "for %d sequence(s) of %ld positions\n",
+               o.model_path.c_str(), load_seconds * 1e3, o.mlock ? " (weights locked)" : "",
+               model.file().file_size() / 1048576.0, resident_bytes() / 1048576.0, o.kv_type.c_str(),
+               model.kv_cache_bytes() / 1048576.0, o.sequences, static_cast<long>(model.context()));
+  std::fprintf(stderr, "cpullm: memory plan: %s\n", model.memory_plan().describe().c_str());
 
   const std::vector<int32_t> prompt = tokenizer.encode(o.prompt, true);
   if (static_cast<int64_t>(prompt.size()) + o.n_predict > model.context())
     fail("the prompt ({} tokens) plus -n {} exceeds the context of {} positions; raise -c or lower -n", prompt.size(),
          o.n_predict, model.context());
-  Sampler sampler(o.sampling);
-  TextDecoder decoder(tokenizer);
-  std::fputs(o.prompt.c_str(), stdout);
-  std::fflush(stdout);
+  // One sampler and one decoder per sequence; sequence s samples with seed + s.
+  std::vector<Sampler> samplers;
+  std::vector<TextDecoder> decoders;
+  std::vector<std::string> texts(o.sequences);
+  for (int s = 0; s < o.sequences; ++s) {
+    SamplingParams params = o.sampling;
+    params.seed += s;
+    samplers.emplace_back(params);
+    decoders.emplace_back(tokenizer);
+  }
+  const bool stream = o.sequences == 1;  // several sequences print when they are done
+  if (stream) {
+    std::fputs(o.prompt.c_str(), stdout);
+    std::fflush(stdout);
+  }
 
   const auto start = Clock::now();
-  // The prompt goes through in batches (blocked GEMM); generation then runs one token at a time.
-  std::span<const float> logits = model.forward_batch(prompt, 0);
-  int64_t pos = static_cast<int64_t>(prompt.size());
+  // The prompt goes through in batches (blocked GEMM); generation then runs one token per
+  // sequence per step, the sequences still going together in one batch.
+  std::span<const float> logits = model.forward(prompt_batch(prompt, o.sequences));
   const auto prompt_done = Clock::now();
 
   Clock::time_point first_token_time = prompt_done, last_token_time = prompt_done;
-  int generated = 0;
-  int32_t previous = prompt.back();
-  while (generated < o.n_predict) {
-    const int32_t next = sampler.sample(logits);
+  std::vector<int32_t> previous(o.sequences, prompt.back());
+  std::vector<int> active(o.sequences);  // sequences still generating, in the order of the logits rows
+  for (int s = 0; s < o.sequences; ++s) active[s] = s;
+  int64_t pos = static_cast<int64_t>(prompt.size());
+  int steps = 0, generated = 0;
+  while (steps < o.n_predict && !active.empty()) {
+    std::vector<BatchToken> next_batch;
+    for (std::size_t row = 0; row < active.size(); ++row) {
+      const int s = active[row];
+      const int32_t next = samplers[s].sample(logits.subspan(row * model.config().vocab_size, model.config().vocab_size));
+      if (next == tokenizer.eos() && !o.ignore_eos) continue;
+      ++generated;
+      texts[s] += decoders[s].push(previous[s], next);
+      previous[s] = next;
+      next_batch.push_back({.token = next, .sequence = s, .position = pos, .want_logits = true});
+    }
     last_token_time = Clock::now();
-    if (generated == 0) first_token_time = last_token_time;
-    if (next == tokenizer.eos() && !o.ignore_eos) break;
-    ++generated;
-    std::fputs(decoder.push(previous, next).c_str(), stdout);
-    std::fflush(stdout);
-    previous = next;
-    if (generated < o.n_predict) logits = model.forward(next, pos++);
+    if (steps == 0) first_token_time = last_token_time;
+    if (stream) {
+      std::fputs(texts[0].c_str(), stdout);
+      std::fflush(stdout);
+      texts[0].clear();
+    }
+    ++steps;
+    ++pos;
+    active.clear();
+    for (const BatchToken& t : next_batch) active.push_back(t.sequence);
+    if (steps < o.n_predict && !next_batch.empty()) logits = model.forward(next_batch);
   }
-  std::fputs(decoder.finish().c_str(), stdout);
-  std::fputs("\n", stdout);
+  for (int s = 0; s < o.sequences; ++s) {
+    texts[s] += decoders[s].finish();
+    if (stream) std::fputs((texts[s] + "\n").c_str(), stdout);
+    else std::printf("--- sequence %d ---\n%s%s\n", s, o.prompt.c_str(), texts[s].c_str());
+  }
 
   const double prompt_seconds = seconds_between(start, prompt_done);
   const double generation_seconds = seconds_between(first_token_time, last_token_time);
+  const int later_tokens = generated - static_cast<int>(std::min<std::size_t>(generated, o.sequences));
   std::fprintf(stderr,
                "cpullm: prompt %zu tokens, %.1f tokens/s | time to first token %.1f ms | generated %d tokens, "
-               "%.2f tokens/s | %d threads, kernels %s, peak resident %.1f MiB\n",
-               prompt.size(), prompt.size() / prompt_seconds, seconds_between(start, first_token_time) * 1e3,
-               generated, generated > 1 ? (generated - 1) / generation_seconds : 0.0, omp_get_max_threads(),
-               std::string(isa_name(active_isa())).c_str(), peak_resident_bytes() / 1048576.0);
+               "%.2f tokens/s | %d threads, kernels %s, peak resident %.1f MiB%s%s\n",
+               prompt.size() * o.sequences, prompt.size() * o.sequences / prompt_seconds,
+               seconds_between(start, first_token_time) * 1e3, generated,
+               steps > 1 ? later_tokens / generation_seconds : 0.0, omp_get_max_threads(),
+               std::string(isa_name(active_isa())).c_str(), peak_resident_bytes() / 1048576.0,
+               o.sequences > 1 ? fmt::format(", {} sequences", o.sequences).c_str() : "",
+               o.prefetch ? fmt::format(", prefetched {:.1f} MiB", model.prefetched_bytes() / 1048576.0).c_str() : "");
 }
 
 }  // namespace
@@ -125,6 +181,13 @@ void register_generate(CLI::App& app) {
   add_isa_option(*command, options->isa);
   command->add_option("--attn-tile", options->attention_tiles, "Prompt attention tile, QUERIESxKEYS, 1..128 each (the seed used 8x8)");
   add_binding_options(*command, options->binding);
+  command->add_option("--np,--parallel", options->sequences,
+                      "Sequences generated together from the prompt, batched (sequence s samples with seed + s)")
+      ->check(CLI::Range(1, static_cast<int>(Model::kMaxSequences)));
+  command->add_option("--kv-type", options->kv_type, "KV cache precision: f32, f16, bf16");
+  command->add_flag("--mlock", options->mlock, "Lock the weights in memory");
+  command->add_flag("--prefetch", options->prefetch,
+                    "Double buffering: a thread maps layer l + 1's weights while layer l computes");
   command->callback([options] { run_generate(*options); });
 }
 

@@ -73,6 +73,7 @@ class GgufFile {
   uint32_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }
   uint64_t file_size() const { return file_->size(); }
+  std::span<const std::byte> bytes() const { return file_->bytes(); }  // the whole mapping
 
   const std::vector<std::pair<std::string_view, GgufValue>>& metadata() const { return metadata_; }
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }

@@ -1,7 +1,10 @@
-// Causal self-attention of one query position over the KV cache, with grouped-query heads.
+// Causal self-attention over the KV cache, with grouped-query heads. The cache holds F32, F16
+// or BF16 values (--kv-type); queries, sums and outputs are FP32 whatever it holds.
 #pragma once
 #include <cstdint>
 #include <string>
+
+#include "engine/format/ggml_types.hpp"
 
 namespace cpullm {
 
@@ -16,6 +19,9 @@ struct AttentionShape {
 // scores: scratch of (n_heads, n_positions).
 void attention(float* out, const float* q, const float* keys, const float* values, int64_t n_positions,
                const AttentionShape& shape, float* scores);
+// The same over a cache of kv_type (F32, F16 or BF16) values.
+void attention(float* out, const float* q, const void* keys, const void* values, GgmlType kv_type,
+               int64_t n_positions, const AttentionShape& shape, float* scores);
 
 // Tile sizes of attention_tiled: `queries` query positions meet `keys` cached positions at a
 // time. The seed chose 8 x 8; 64 x 64 measured fastest here (docs/kernels.md), so it is the default.
@@ -32,5 +38,10 @@ AttentionTiles parse_attention_tiles(const std::string& text);  // "8x8"; 1..128
 // (queries x positions) score matrix exists and a tile of keys is read once per tile of queries.
 void attention_tiled(float* out, const float* q, int64_t first_position, int64_t n_queries, const float* keys,
                      const float* values, const AttentionShape& shape, const AttentionTiles& tiles);
+void attention_tiled(float* out, const float* q, int64_t first_position, int64_t n_queries, const void* keys,
+                     const void* values, GgmlType kv_type, const AttentionShape& shape, const AttentionTiles& tiles);
+
+// Whether a cache can hold this type (F32, F16, BF16).
+bool kv_type_supported(GgmlType type);
 
 }  // namespace cpullm

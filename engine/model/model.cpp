@@ -1,8 +1,10 @@
 #include "engine/model/model.hpp"
 
-#include <unistd.h>
+#include <sys/mman.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "engine/kernels/attention.hpp"
 #include "engine/kernels/matmul.hpp"
@@ -14,155 +16,186 @@ namespace cpullm {
 namespace {
 
 constexpr int64_t kDefaultContextCap = 4096;
+constexpr int64_t kMaxContext = int64_t{1} << 24;
 
-uint64_t physical_memory_bytes() {
-  return static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+// The bytes of a layer's weight matrices inside the mapping, for the prefetch thread.
+std::vector<std::vector<std::span<const std::byte>>> layer_weight_ranges(const ModelWeights& weights) {
+  std::vector<std::vector<std::span<const std::byte>>> ranges;
+  for (const LayerWeights& w : weights.layers) {
+    auto& layer = ranges.emplace_back();
+    for (const WeightMatrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down})
+      layer.emplace_back(m->data, static_cast<std::size_t>(m->rows * row_bytes(*m)));
+  }
+  return ranges;
 }
 
 }  // namespace
 
-Model::Model(const std::string& path, int64_t context)
+Model::Model(const std::string& path, const ModelOptions& options)
     : file_(std::make_unique<GgufFile>(path)), config_(LlamaConfig::from_gguf(*file_)),
-      weights_(map_weights(*file_, config_)) {
+      weights_(map_weights(*file_, config_)), options_(options) {
   const LlamaConfig& c = config_;
-  if (context < 0) fail("context {} is negative", context);
-  cache_.context = context ? context : std::min(c.train_context, kDefaultContextCap);
-  // Refuse a cache that cannot fit before trying to allocate it.
-  const uint64_t cache_bytes = 2ull * c.n_layers * cache_.context * c.kv_dim() * sizeof(float);
-  if (cache_.context > (1 << 24) || cache_bytes > physical_memory_bytes())
-    fail("{}: a KV cache for {} positions needs {:.1f} GiB, more than this machine's memory", path, cache_.context,
-         cache_bytes / 1073741824.0);
-  cache_.keys.assign(static_cast<std::size_t>(c.n_layers * cache_.context * c.kv_dim()), 0.0f);
-  cache_.values.assign(cache_.keys.size(), 0.0f);
+  if (options.context < 0) fail("context {} is negative", options.context);
+  if (options.sequences < 1 || options.sequences > kMaxSequences)
+    fail("{} sequences: must be from 1 to {}", options.sequences, kMaxSequences);
+  KvCacheShape shape{.sequences = options.sequences,
+                     .layers = c.n_layers,
+                     .context = options.context ? options.context : std::min(c.train_context, kDefaultContextCap),
+                     .kv_dim = c.kv_dim(),
+                     .type = options.kv_type};
+  // Refuse before computing sizes that could overflow, then before allocating anything.
+  const double cache_estimate = 2.0 * shape.sequences * shape.layers * shape.context * shape.kv_dim * 4;
+  if (shape.context > kMaxContext || cache_estimate > 1e15)
+    fail("{}: a KV cache for {} sequences of {} positions would need {:.0f} GiB", path, shape.sequences,
+         shape.context, cache_estimate / 1073741824.0);
+  const int64_t chunk = std::min(kMaxChunk, shape.sequences * shape.context);
+  memory_plan_ = plan_memory(*file_, c, shape, chunk);
+  if (!memory_plan_.fits())
+    fail("{}: this run does not fit the memory of this machine: {}", path, memory_plan_.describe());
 
-  state_.x.resize(c.dim);
-  state_.xb.resize(c.dim);
-  state_.xb2.resize(c.dim);
-  state_.q.resize(c.dim);
-  state_.hb.resize(c.ffn_dim);
-  state_.hb2.resize(c.ffn_dim);
-  state_.scores.resize(c.n_heads * cache_.context);
-  state_.logits.resize(c.vocab_size);
+  if (options.mlock) {
+    const auto mapping = file_->bytes();
+    if (mlock(mapping.data(), mapping.size()) != 0)
+      fail("{}: cannot lock {:.2f} GiB of weights in memory: {} (raise the limit with `ulimit -l`, or run without "
+           "--mlock)",
+           path, mapping.size() / 1073741824.0, std::strerror(errno));
+  }
+  cache_ = KvCache(shape);
+  sequence_length_.assign(shape.sequences, 0);
+
+  BatchState& b = batch_;
+  b.chunk = chunk;
+  for (auto* buffer : {&b.x, &b.xb, &b.xb2, &b.q}) buffer->resize(chunk * c.dim);
+  for (auto* buffer : {&b.k, &b.v}) buffer->resize(chunk * c.kv_dim());
+  for (auto* buffer : {&b.hb, &b.hb2}) buffer->resize(chunk * c.ffn_dim);
+  b.scores.resize(c.n_heads * shape.context);
+  if (options.prefetch) prefetcher_ = std::make_unique<LayerPrefetcher>(layer_weight_ranges(weights_));
 }
 
-void Model::check_positions(std::span<const int32_t> tokens, int64_t pos) const {
-  const int64_t vocab = config_.vocab_size;
-  for (int32_t token : tokens)
-    if (token < 0 || token >= vocab) fail("token id {} is outside the vocabulary (0..{})", token, vocab - 1);
-  const int64_t last = pos + static_cast<int64_t>(tokens.size()) - 1;
-  if (pos < 0 || last >= cache_.context)
-    fail("position {} is outside the context of {} positions", pos < 0 ? pos : last, cache_.context);
+Model::~Model() = default;
+
+uint64_t Model::prefetched_bytes() const { return prefetcher_ ? prefetcher_->bytes_mapped() : 0; }
+
+void Model::check_batch(std::span<const BatchToken> batch) const {
+  const int64_t vocab = config_.vocab_size, context = cache_.shape().context;
+  std::vector<int64_t> next = sequence_length_;                 // (sequences) next position to run
+  std::vector<bool> in_batch(sequence_length_.size(), false);  // seen earlier in this batch
+  for (const BatchToken& t : batch) {
+    if (t.token < 0 || t.token >= vocab) fail("token id {} is outside the vocabulary (0..{})", t.token, vocab - 1);
+    if (t.sequence < 0 || t.sequence >= static_cast<int64_t>(next.size()))
+      fail("sequence {} does not exist: the model runs {} sequences", t.sequence, next.size());
+    if (t.position < 0 || t.position >= context)
+      fail("position {} is outside the context of {} positions", t.position, context);
+    const int64_t expected = next[t.sequence];
+    if (in_batch[t.sequence] ? t.position != expected : t.position > expected)
+      fail("sequence {}: position {} does not follow position {}, the last one run", t.sequence, t.position,
+           expected - 1);
+    in_batch[t.sequence] = true;
+    next[t.sequence] = t.position + 1;
+  }
+}
+
+std::span<const float> Model::forward(std::span<const BatchToken> batch) {
+  const LlamaConfig& c = config_;
+  if (batch.empty()) fail("forward: no tokens");
+  check_batch(batch);
+  BatchState& b = batch_;
+  const auto wanted = std::count_if(batch.begin(), batch.end(), [](const BatchToken& t) { return t.want_logits; });
+  b.logits.resize(wanted * c.vocab_size);
+
+  int64_t logits_done = 0;
+  for (std::size_t start = 0; start < batch.size(); start += b.chunk) {
+    const auto chunk = batch.subspan(start, std::min<std::size_t>(b.chunk, batch.size() - start));
+    run_chunk(chunk);
+    // The wanted tokens' final norms side by side in xb, then the output projection of them all.
+    int64_t rows = 0;
+    for (std::size_t t = 0; t < chunk.size(); ++t)
+      if (chunk[t].want_logits)
+        rmsnorm(&b.xb[rows++ * c.dim], &b.x[t * c.dim], weights_.output_norm, c.dim, c.rms_eps);
+    if (rows > 0) project(&b.logits[logits_done * c.vocab_size], c.vocab_size, weights_.output, b.xb.data(), c.dim, rows);
+    logits_done += rows;
+  }
+  for (const BatchToken& t : batch) sequence_length_[t.sequence] = t.position + 1;
+  return b.logits;
 }
 
 std::span<const float> Model::forward(int32_t token, int64_t pos) {
-  const LlamaConfig& c = config_;
-  check_positions({&token, 1}, pos);
-  RunState& s = state_;
-  const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
-
-  weight_row_to_float(s.x.data(), weights_.token_embedding, token);
-
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& w = weights_.layers[l];
-    float* layer_keys = cache_.keys.data() + l * cache_.context * c.kv_dim();
-    float* layer_values = cache_.values.data() + l * cache_.context * c.kv_dim();
-    float* k = layer_keys + pos * c.kv_dim();
-    float* v = layer_values + pos * c.kv_dim();
-
-    // Attention: q, k, v from the normalised residual; k and v go straight into the cache.
-    rmsnorm(s.xb.data(), s.x.data(), w.attn_norm, c.dim, c.rms_eps);
-    matvec(s.q.data(), w.wq, s.xb.data());
-    matvec(k, w.wk, s.xb.data());
-    matvec(v, w.wv, s.xb.data());
-    rope(s.q.data(), c.n_heads, c.head_dim, pos, c.rope_theta);
-    rope(k, c.n_kv_heads, c.head_dim, pos, c.rope_theta);
-    attention(s.xb.data(), s.q.data(), layer_keys, layer_values, pos + 1, shape, s.scores.data());
-    matvec(s.xb2.data(), w.wo, s.xb.data());
-    add_in_place(s.x.data(), s.xb2.data(), c.dim);
-
-    // Feed-forward: down(silu(gate(x)) * up(x)).
-    rmsnorm(s.xb.data(), s.x.data(), w.ffn_norm, c.dim, c.rms_eps);
-    matvec(s.hb.data(), w.w_gate, s.xb.data());
-    matvec(s.hb2.data(), w.w_up, s.xb.data());
-    swiglu(s.hb.data(), s.hb2.data(), c.ffn_dim);
-    matvec(s.xb.data(), w.w_down, s.hb.data());
-    add_in_place(s.x.data(), s.xb.data(), c.dim);
-  }
-
-  rmsnorm(s.x.data(), s.x.data(), weights_.output_norm, c.dim, c.rms_eps);
-  matvec(s.logits.data(), weights_.output, s.x.data());
-  return s.logits;
+  const BatchToken one{.token = token, .sequence = 0, .position = pos, .want_logits = true};
+  return forward({&one, 1});
 }
 
 std::span<const float> Model::forward_batch(std::span<const int32_t> tokens, int64_t pos, bool all_logits) {
-  const LlamaConfig& c = config_;
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  if (n == 0) fail("forward_batch: no tokens");
-  check_positions(tokens, pos);
-  BatchState& b = batch_;
-  if (b.chunk == 0) {
-    b.chunk = std::min(kMaxPrefillChunk, cache_.context);
-    for (auto* buffer : {&b.x, &b.xb, &b.xb2, &b.q}) buffer->resize(b.chunk * c.dim);
-    for (auto* buffer : {&b.hb, &b.hb2}) buffer->resize(b.chunk * c.ffn_dim);
-  }
-  if (all_logits) b.logits.resize(n * c.vocab_size);
-
-  int64_t count = 0;  // tokens in the chunk just run
-  for (int64_t start = 0; start < n; start += count) {
-    count = std::min(b.chunk, n - start);
-    run_chunk(tokens.subspan(start, count), pos + start);
-    if (all_logits) {
-      for (int64_t t = 0; t < count; ++t)
-        rmsnorm(&b.x[t * c.dim], &b.x[t * c.dim], weights_.output_norm, c.dim, c.rms_eps);
-      matmul(&b.logits[start * c.vocab_size], c.vocab_size, weights_.output, b.x.data(), c.dim, count);
-    }
-  }
-  if (all_logits) return {b.logits.data(), static_cast<std::size_t>(n * c.vocab_size)};
-  // Only the last token's logits are wanted: one matvec.
-  rmsnorm(state_.x.data(), &b.x[(count - 1) * c.dim], weights_.output_norm, c.dim, c.rms_eps);
-  matvec(state_.logits.data(), weights_.output, state_.x.data());
-  return state_.logits;
+  std::vector<BatchToken> batch(tokens.size());
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    batch[i] = {.token = tokens[i], .sequence = 0, .position = pos + static_cast<int64_t>(i),
+                .want_logits = all_logits || i + 1 == tokens.size()};
+  return forward(batch);
 }
 
-void Model::run_chunk(std::span<const int32_t> tokens, int64_t pos) {
+void Model::project(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride,
+                    int64_t tokens) {
+  if (tokens == 1) return matvec(y, w, x);
+  matmul(y, y_stride, w, x, x_stride, tokens);
+}
+
+void Model::run_chunk(std::span<const BatchToken> chunk) {
   const LlamaConfig& c = config_;
-  const int64_t n = static_cast<int64_t>(tokens.size()), dim = c.dim, kv_dim = c.kv_dim();
+  const int64_t n = static_cast<int64_t>(chunk.size()), dim = c.dim, kv_dim = c.kv_dim();
   BatchState& b = batch_;
   const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
+  const GgmlType kv_type = kv_element_type(cache_.shape().type);
   // Every token's input normalised into b.xb.
   auto normalise = [&](const float* weight) {
     for (int64_t t = 0; t < n; ++t) rmsnorm(&b.xb[t * dim], &b.x[t * dim], weight, dim, c.rms_eps);
   };
+  std::vector<Run> runs;
+  for (int64_t t = 0; t < n; ++t) {
+    const BatchToken& token = chunk[t];
+    if (!runs.empty() && runs.back().sequence == token.sequence &&
+        runs.back().first_position + runs.back().count == token.position)
+      ++runs.back().count;
+    else
+      runs.push_back({token.sequence, token.position, t, 1});
+  }
 
-  for (int64_t t = 0; t < n; ++t) weight_row_to_float(&b.x[t * dim], weights_.token_embedding, tokens[t]);
+  for (int64_t t = 0; t < n; ++t) weight_row_to_float(&b.x[t * dim], weights_.token_embedding, chunk[t].token);
 
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
-    float* layer_keys = cache_.keys.data() + l * cache_.context * kv_dim;
-    float* layer_values = cache_.values.data() + l * cache_.context * kv_dim;
-    float* k = layer_keys + pos * kv_dim;  // (n, kv_dim): the chunk's rows of the cache
-    float* v = layer_values + pos * kv_dim;
+    if (prefetcher_) prefetcher_->request(l + 1);
 
-    // Attention: q, k, v for every token; k and v go straight into the cache rows. Token t
-    // then attends to positions 0 .. pos + t, the chunk's earlier tokens included, tile by tile.
+    // Attention: q, k, v for every token; k and v go into their sequences' cache rows. Each run
+    // of a sequence's consecutive tokens then attends to its positions 0 .. its own, the run's
+    // earlier tokens included: one query alone directly, several tile by tile.
     normalise(w.attn_norm);
-    matmul(b.q.data(), dim, w.wq, b.xb.data(), dim, n);
-    matmul(k, kv_dim, w.wk, b.xb.data(), dim, n);
-    matmul(v, kv_dim, w.wv, b.xb.data(), dim, n);
+    project(b.q.data(), dim, w.wq, b.xb.data(), dim, n);
+    project(b.k.data(), kv_dim, w.wk, b.xb.data(), dim, n);
+    project(b.v.data(), kv_dim, w.wv, b.xb.data(), dim, n);
     for (int64_t t = 0; t < n; ++t) {
-      rope(&b.q[t * dim], c.n_heads, c.head_dim, pos + t, c.rope_theta);
-      rope(k + t * kv_dim, c.n_kv_heads, c.head_dim, pos + t, c.rope_theta);
+      rope(&b.q[t * dim], c.n_heads, c.head_dim, chunk[t].position, c.rope_theta);
+      rope(&b.k[t * kv_dim], c.n_kv_heads, c.head_dim, chunk[t].position, c.rope_theta);
     }
-    attention_tiled(b.xb.data(), b.q.data(), pos, n, layer_keys, layer_values, shape, attention_tiles_);
-    matmul(b.xb2.data(), dim, w.wo, b.xb.data(), dim, n);
+    for (const Run& run : runs) {
+      cache_.store(run.sequence, l, run.first_position, run.count, &b.k[run.first_token * kv_dim],
+                   &b.v[run.first_token * kv_dim]);
+      const std::byte* keys = cache_.keys(run.sequence, l);
+      const std::byte* values = cache_.values(run.sequence, l);
+      float* out = &b.xb[run.first_token * dim];
+      const float* q = &b.q[run.first_token * dim];
+      if (run.count == 1)
+        attention(out, q, keys, values, kv_type, run.first_position + 1, shape, b.scores.data());
+      else
+        attention_tiled(out, q, run.first_position, run.count, keys, values, kv_type, shape, attention_tiles_);
+    }
+    project(b.xb2.data(), dim, w.wo, b.xb.data(), dim, n);
     add_in_place(b.x.data(), b.xb2.data(), n * dim);
 
     // Feed-forward: down(silu(gate(x)) * up(x)).
     normalise(w.ffn_norm);
-    matmul(b.hb.data(), c.ffn_dim, w.w_gate, b.xb.data(), dim, n);
-    matmul(b.hb2.data(), c.ffn_dim, w.w_up, b.xb.data(), dim, n);
+    project(b.hb.data(), c.ffn_dim, w.w_gate, b.xb.data(), dim, n);
+    project(b.hb2.data(), c.ffn_dim, w.w_up, b.xb.data(), dim, n);
     swiglu(b.hb.data(), b.hb2.data(), n * c.ffn_dim);
-    matmul(b.xb.data(), dim, w.w_down, b.hb.data(), c.ffn_dim, n);
+    project(b.xb.data(), dim, w.w_down, b.hb.data(), c.ffn_dim, n);
     add_in_place(b.x.data(), b.xb.data(), n * dim);
   }
 }

@@ -1,5 +1,6 @@
-// A LLaMA model ready to run: the mapped file, its weights, a KV cache and scratch buffers.
-// forward() is the whole network for one token, written as the list of steps it is.
+// A LLaMA model ready to run: the mapped file, its weights, a KV cache for one or more
+// sequences and scratch buffers. forward() is the whole network for a batch of tokens, written
+// as the list of steps it is.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -10,78 +11,106 @@
 #include "engine/format/gguf.hpp"
 #include "engine/kernels/attention.hpp"
 #include "engine/model/config.hpp"
+#include "engine/model/kv_cache.hpp"
+#include "engine/model/layer_prefetcher.hpp"
+#include "engine/model/memory_plan.hpp"
 #include "engine/model/weights.hpp"
 
 namespace cpullm {
 
-struct KvCache {
-  int64_t context = 0;        // positions it holds
-  std::vector<float> keys;    // (n_layers, context, kv_dim), RoPE already applied
-  std::vector<float> values;  // (n_layers, context, kv_dim)
+// How a model is run: how many sequences at once, how long each, the cache's precision, and
+// the memory options. Everything here is decided before anything is loaded (see MemoryPlan).
+struct ModelOptions {
+  int64_t context = 0;         // positions per sequence; 0: min(trained context, 4096)
+  int32_t sequences = 1;       // sequences in flight at once, each with its own KV cache rows
+  KvType kv_type = KvType::f32;
+  bool mlock = false;          // lock the weights in memory (--mlock)
+  bool prefetch = false;       // double buffering: map layer l + 1 while layer l computes (--prefetch)
 };
 
-struct RunState {
-  std::vector<float> x;       // (dim) residual stream
-  std::vector<float> xb;      // (dim) normalised input, then attention output
-  std::vector<float> xb2;     // (dim) output of a projection back to dim
-  std::vector<float> q;       // (dim) query of the current position
-  std::vector<float> hb;      // (ffn_dim) gate, then the SwiGLU activation
-  std::vector<float> hb2;     // (ffn_dim) up projection
-  std::vector<float> scores;  // (n_heads, context) attention scores
-  std::vector<float> logits;  // (vocab)
+// One token of a batch, as llama.cpp's llama_batch has it: which sequence it continues, at
+// which position, and whether its next-token logits are wanted.
+struct BatchToken {
+  int32_t token = 0;
+  int32_t sequence = 0;
+  int64_t position = 0;
+  bool want_logits = false;
 };
 
-// Scratch for forward_batch: one chunk of up to `chunk` tokens goes through the layers
-// together, so every projection is one matmul. Allocated at the first forward_batch.
+// Scratch for one chunk of up to `chunk` tokens: they go through the layers together, so every
+// projection is one matmul (one matvec for a single token).
 struct BatchState {
-  int64_t chunk = 0;             // tokens per chunk: min(kMaxPrefillChunk, context)
+  int64_t chunk = 0;             // tokens per chunk: min(kMaxChunk, sequences * context)
   std::vector<float> x;          // (chunk, dim) residual streams
   std::vector<float> xb;         // (chunk, dim) normalised inputs, then attention outputs
   std::vector<float> xb2;        // (chunk, dim) projections back to dim
   std::vector<float> q;          // (chunk, dim) queries
+  std::vector<float> k;          // (chunk, kv_dim) keys, before they go into the cache
+  std::vector<float> v;          // (chunk, kv_dim) values, before they go into the cache
   std::vector<float> hb;         // (chunk, ffn_dim) gates, then the SwiGLU activations
   std::vector<float> hb2;        // (chunk, ffn_dim) up projections
-  std::vector<float> logits;     // (tokens, vocab) every token's logits, when asked for
+  std::vector<float> scores;     // (n_heads, context) one query's attention scores
+  std::vector<float> logits;     // (tokens with want_logits, vocab) of the current call
 };
 
 class Model {
  public:
-  // context 0 means min(trained context, 4096).
-  Model(const std::string& path, int64_t context = 0);
+  // Maps the file, plans the memory and refuses (Error) a run that cannot fit, then allocates
+  // the KV cache. Prints nothing.
+  explicit Model(const std::string& path, const ModelOptions& options = {});
+  Model(const std::string& path, int64_t context) : Model(path, ModelOptions{.context = context}) {}
+  ~Model();
 
   const GgufFile& file() const { return *file_; }
   const LlamaConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
-  int64_t context() const { return cache_.context; }
-  uint64_t kv_cache_bytes() const { return 2 * cache_.keys.size() * sizeof(float); }
+  const ModelOptions& options() const { return options_; }
+  const MemoryPlan& memory_plan() const { return memory_plan_; }
+  int64_t context() const { return cache_.shape().context; }
+  uint64_t kv_cache_bytes() const { return cache_.shape().bytes(); }
+  uint64_t prefetched_bytes() const;  // weights the --prefetch thread has mapped so far
 
-  // Runs `token` at position `pos` (0 <= pos < context, earlier positions already run) and
-  // returns the logits (vocab) for the next token. Valid until the next call.
+  // Runs a batch: tokens of any sequences, each sequence's tokens at consecutive positions, the
+  // first at most one past the last position it ran before (position 0 restarts a sequence).
+  // Returns the logits (tokens with want_logits, vocab) in batch order, valid until the next call.
+  // Long batches run in chunks of kMaxChunk tokens.
+  std::span<const float> forward(std::span<const BatchToken> batch);
+  // Decode one token of sequence 0 at `pos`: its logits (vocab).
   std::span<const float> forward(int32_t token, int64_t pos);
-
-  // Prefill: runs `tokens` at positions pos, pos + 1, ... (pos + tokens.size() <= context,
-  // earlier positions already run) with a matrix-matrix product per projection, in chunks of
-  // at most kMaxPrefillChunk tokens. Returns the last token's logits (vocab), or with
-  // all_logits every token's, (tokens, vocab). Valid until the next call. The logits equal
-  // forward()'s token by token up to FP32 rounding.
+  // Prefill of sequence 0: `tokens` at pos, pos + 1, ...; the last token's logits (vocab), or
+  // with all_logits every token's (tokens, vocab).
   std::span<const float> forward_batch(std::span<const int32_t> tokens, int64_t pos, bool all_logits = false);
 
-  // Tile sizes of forward_batch's attention (decode's single query needs none).
+  // Tile sizes of the attention of several consecutive queries (a single query needs none).
   void set_attention_tiles(const AttentionTiles& tiles) { attention_tiles_ = tiles; }
-  static constexpr int64_t kMaxPrefillChunk = 512;
+  static constexpr int64_t kMaxChunk = 512;
+  static constexpr int32_t kMaxSequences = 4096;
 
  private:
-  void check_positions(std::span<const int32_t> tokens, int64_t pos) const;
+  // Tokens of one sequence at consecutive positions, next to each other in a chunk: their
+  // attention is one call.
+  struct Run {
+    int32_t sequence;
+    int64_t first_position;
+    int64_t first_token;  // index in the chunk
+    int64_t count;
+  };
+  void check_batch(std::span<const BatchToken> batch) const;
   // One chunk through every layer; leaves the residual streams in batch_.x.
-  void run_chunk(std::span<const int32_t> tokens, int64_t pos);
+  void run_chunk(std::span<const BatchToken> chunk);
+  // y (tokens, y_stride) = x (tokens, x_stride) . W^T: every projection of the network.
+  void project(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride, int64_t tokens);
 
   std::unique_ptr<GgufFile> file_;
   LlamaConfig config_;
   ModelWeights weights_;
+  ModelOptions options_;
+  MemoryPlan memory_plan_;
   KvCache cache_;
-  RunState state_;
+  std::vector<int64_t> sequence_length_;  // (sequences) positions run so far
   BatchState batch_;
-  AttentionTiles attention_tiles_;  // query x key tile of the prefill attention
+  AttentionTiles attention_tiles_;        // query x key tile of multi-query attention
+  std::unique_ptr<LayerPrefetcher> prefetcher_;  // with --prefetch
 };
 
 }  // namespace cpullm

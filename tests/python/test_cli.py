@@ -77,6 +77,21 @@ def stories_greedy_text_through_the_cli(ctx):
 
 
 @check
+def parallel_sequences_batched(ctx):
+    # Three copies of the prompt prefilled and decoded together: greedy gives each the text of
+    # one sequence alone; sampling gives each its own seed's text. Half-precision caches run too.
+    base = [ctx.cpullm, "generate", "-m", ctx.small, "-p", "once upon a time", "-n", "10", "--ignore-eos", "-t", "2"]
+    alone = run(base + ["--temp", "0"]).stdout.strip()
+    together = run(base + ["--temp", "0", "--parallel", "3", "--kv-type", "f16", "--prefetch"])
+    texts = re.split(r"--- sequence \d ---\n", together.stdout)[1:]
+    assert [t.strip() for t in texts] == [alone] * 3, together.stdout
+    assert "3 sequences" in together.stderr.splitlines()[-1] and "memory plan: weights" in together.stderr
+    sampled = run(base + ["--temp", "1", "--parallel", "2"]).stdout
+    assert len(set(re.split(r"--- sequence \d ---\n", sampled)[1:])) == 2, sampled
+    expect_error(base + ["--kv-type", "q4"], "KV cache type 'q4' is not one of f32, f16, bf16")
+
+
+@check
 def seeded_sampling_is_reproducible(ctx):
     if not ctx.stories:
         return "skip: stories260K.gguf not found"

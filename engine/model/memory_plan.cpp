@@ -1,0 +1,80 @@
+#include "engine/model/memory_plan.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "engine/format/gguf.hpp"
+#include "engine/model/config.hpp"
+#include "engine/model/kv_cache.hpp"
+
+namespace cpullm {
+namespace {
+
+constexpr double kGiB = 1073741824.0;
+
+// A /proc/meminfo field in bytes, 0 where it is missing.
+uint64_t meminfo_bytes(const std::string& field) {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string name;
+  uint64_t kib = 0;
+  std::string unit;
+  while (meminfo >> name >> kib) {
+    std::getline(meminfo, unit);
+    if (name == field + ":") return kib * 1024;
+  }
+  return 0;
+}
+
+// Bytes of [data, data + size) in the page cache now (mincore on the mapping: no page is read).
+uint64_t cached_bytes(const std::byte* data, std::size_t size) {
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGE_SIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data) / page * page;
+  const auto end = reinterpret_cast<uintptr_t>(data) + size;
+  std::vector<unsigned char> resident((end - begin + page - 1) / page);
+  if (resident.empty() || mincore(reinterpret_cast<void*>(begin), end - begin, resident.data()) != 0) return 0;
+  uint64_t pages = 0;
+  for (unsigned char flag : resident) pages += flag & 1;
+  return pages * page;
+}
+
+}  // namespace
+
+bool MemoryPlan::fits() const {
+  const uint64_t uncached_weights = weight_bytes - std::min(weight_bytes, weight_cached_bytes);
+  return private_bytes() + uncached_weights <= available_bytes;
+}
+
+std::string MemoryPlan::describe() const {
+  return fmt::format(
+      "weights {:.2f} GiB ({:.2f} GiB already in the page cache) + KV cache {:.2f} GiB + scratch {:.2f} GiB = "
+      "{:.2f} GiB; available {:.2f} GiB of {:.2f} GiB",
+      weight_bytes / kGiB, weight_cached_bytes / kGiB, kv_cache_bytes / kGiB, scratch_bytes / kGiB,
+      (weight_bytes + private_bytes()) / kGiB, available_bytes / kGiB, total_bytes / kGiB);
+}
+
+uint64_t scratch_bytes(const LlamaConfig& c, int64_t chunk, int64_t context) {
+  // Per token: x, xb, xb2, q (dim each), k, v (kv_dim each), hb, hb2 (ffn_dim each), logits
+  // (vocab); plus one query's attention scores (n_heads, context).
+  const int64_t per_token = 4 * c.dim + 2 * c.kv_dim() + 2 * c.ffn_dim + c.vocab_size;
+  return static_cast<uint64_t>(chunk * per_token + c.n_heads * context) * sizeof(float);
+}
+
+MemoryPlan plan_memory(const GgufFile& file, const LlamaConfig& config, const KvCacheShape& cache, int64_t chunk) {
+  MemoryPlan plan;
+  for (const GgufTensorInfo& tensor : file.tensors()) plan.weight_bytes += tensor.bytes;
+  const auto mapping = file.bytes();
+  plan.weight_cached_bytes = std::min(plan.weight_bytes, cached_bytes(mapping.data(), mapping.size()));
+  plan.kv_cache_bytes = cache.bytes();
+  plan.scratch_bytes = scratch_bytes(config, chunk, cache.context);
+  plan.available_bytes = meminfo_bytes("MemAvailable");
+  plan.total_bytes = meminfo_bytes("MemTotal");
+  return plan;
+}
+
+}  // namespace cpullm

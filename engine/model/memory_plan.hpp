@@ -1,0 +1,33 @@
+// What a run will need before anything is loaded: the weights (mapped from the file), the KV
+// cache for every sequence and position, and the scratch buffers; against what the machine
+// has. A run that cannot fit is refused with these numbers instead of swapping or being killed.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace cpullm {
+
+class GgufFile;
+struct LlamaConfig;
+struct KvCacheShape;
+
+struct MemoryPlan {
+  uint64_t weight_bytes = 0;         // every tensor of the file; page cache, shared between processes
+  uint64_t weight_cached_bytes = 0;  // of those, already in the page cache now
+  uint64_t kv_cache_bytes = 0;       // keys and values of every sequence, layer and position
+  uint64_t scratch_bytes = 0;        // activations of one chunk of tokens
+  uint64_t available_bytes = 0;      // MemAvailable now
+  uint64_t total_bytes = 0;          // MemTotal
+
+  uint64_t private_bytes() const { return kv_cache_bytes + scratch_bytes; }
+  // The cache and scratch fit in what is available, and so do the weights not yet cached.
+  bool fits() const;
+  std::string describe() const;  // one line of GiB figures
+};
+
+// Scratch bytes of a chunk of `chunk` tokens with its logits.
+uint64_t scratch_bytes(const LlamaConfig& config, int64_t chunk, int64_t context);
+
+MemoryPlan plan_memory(const GgufFile& file, const LlamaConfig& config, const KvCacheShape& cache, int64_t chunk);
+
+}  // namespace cpullm
