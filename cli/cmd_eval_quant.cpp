@@ -61,11 +61,11 @@ void run_eval_quant(const EvalQuantCliOptions& o) {
   }
   std::printf("%s, %ld positions in windows of %ld tokens%s\n", o.model_path.c_str(), static_cast<long>(source.positions),
               static_cast<long>(o.window), o.keep.empty() ? "" : ", keeping source precision for --keep");
-  std::printf("%-14s %10s %11s %10s %10s %7s\n", "format", "file MiB", "perplexity", "vs source", "mean KL", "top-1");
+  std::printf("%-18s %10s %11s %10s %10s %7s\n", "format", "file MiB", "perplexity", "vs source", "mean KL", "top-1");
   for (const auto& r : results) {
     const std::string change =
         &r == &source ? "-" : fmt::format("{:+.2f}%", 100.0 * (r.perplexity / source.perplexity - 1));
-    std::printf("%-14s %10.2f %11.4f %10s %10.6f %7.4f\n", r.format.c_str(), r.file_bytes / 1048576.0, r.perplexity,
+    std::printf("%-18s %10.2f %11.4f %10s %10.6f %7.4f\n", r.format.c_str(), r.file_bytes / 1048576.0, r.perplexity,
                 change.c_str(), r.mean_kl, r.top1_agreement);
   }
 }
@@ -78,7 +78,8 @@ void register_eval_quant(CLI::App& app) {
       "eval-quant", "Quantize a model to each format and score it against the source: perplexity, KL, top-1");
   command->add_option("-m,--model", options->model_path, "Source GGUF model (full precision)")
       ->required()->check(CLI::ExistingFile);
-  command->add_option("--formats", options->formats, "Comma-separated: q8_0, q4_0, int8-channel, bf16, f16")
+  command->add_option("--formats", options->formats, "Comma-separated: q8_0, q4_0, int8-channel, bf16, f16, each optionally +sparseS (unstructured Top-K, "
+                      "e.g. f16+sparse0.2), +blockS (block4x4) or +N:M (e.g. f16+2:4); a sparsity alone keeps the source precision")
       ->required()->delimiter(',');
   command->add_option("--keep", options->keep, "Tensors left at source precision (quantize --keep), e.g. first,last")
       ->delimiter(',');

@@ -6,6 +6,8 @@
 #include <filesystem>
 
 #include "cli/commands.hpp"
+#include "cli/numa_run.hpp"
+#include "cli/config_file.hpp"
 #include "engine/kernels/isa.hpp"
 #include "engine/model/model.hpp"
 #include "engine/runtime/bind_threads.hpp"
@@ -27,6 +29,7 @@ struct GenerateOptions {
   std::string isa;
   std::string attention_tiles = "64x64";
   BindingOptions binding;
+  NumaOptions numa;
   bool ignore_eos = false;
   SamplingParams sampling;
   int sequences = 1;             // -np: copies of the prompt generated together, batched
@@ -64,17 +67,23 @@ std::vector<BatchToken> prompt_batch(const std::vector<int32_t>& prompt, int seq
 }
 
 void run_generate(const GenerateOptions& o) {
+  const std::shared_ptr<TensorParallel> parallel = start_tensor_parallel(o.numa);
   apply_threads(o.threads);
   apply_isa(o.isa);
   if (o.binding.given()) bind_threads(o.binding, o.threads);
   const auto load_start = Clock::now();
   const AttentionTiles tiles = parse_attention_tiles(o.attention_tiles);
+  // NUMA copies are made from the model's matrices once it has mapped them, before the first token.
+  const std::shared_ptr<WeightPlacement> placement = plan_weight_placement(o.numa, o.binding, o.threads, o.model_path);
   const ModelOptions model_options{.context = o.context,
                                    .sequences = o.sequences,
                                    .kv_type = parse_kv_type(o.kv_type),
                                    .mlock = o.mlock,
-                                   .prefetch = o.prefetch};
+                                   .prefetch = o.prefetch,
+                                   .placement = placement,
+                                   .tensor_parallel = parallel};
   Model model(o.model_path, model_options);
+  if (placement) place_weights(*placement, model);
   model.set_attention_tiles(tiles);
   const Tokenizer tokenizer = Tokenizer::from_gguf(model.file());
   const double load_seconds = seconds_between(load_start, Clock::now());
@@ -160,6 +169,7 @@ void run_generate(const GenerateOptions& o) {
                std::string(isa_name(active_isa())).c_str(), peak_resident_bytes() / 1048576.0,
                o.sequences > 1 ? fmt::format(", {} sequences", o.sequences).c_str() : "",
                o.prefetch ? fmt::format(", prefetched {:.1f} MiB", model.prefetched_bytes() / 1048576.0).c_str() : "");
+  if (parallel) print_rank_memory(*parallel, model);
 }
 
 }  // namespace
@@ -167,7 +177,10 @@ void run_generate(const GenerateOptions& o) {
 void register_generate(CLI::App& app) {
   auto options = std::make_shared<GenerateOptions>();
   CLI::App* command = app.add_subcommand("generate", "Generate text from a prompt");
-  command->add_option("-m,--model", options->model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
+  auto config_file = std::make_shared<std::string>();  // --config: what cpullm sweep writes
+  add_config_option(*command, *config_file);
+  // Required, but checked after --config is applied: the file may name the model.
+  command->add_option("-m,--model", options->model_path, "GGUF model file (required)")->check(CLI::ExistingFile);
   command->add_option("-p,--prompt", options->prompt, "Prompt text (empty: start from BOS alone)");
   command->add_option("-n,--n-predict", options->n_predict, "Tokens to generate")->check(CLI::Range(0, 1 << 24));
   command->add_option("-c,--ctx-size", options->context, "Context positions (0: the model's, at most 4096)")
@@ -181,6 +194,7 @@ void register_generate(CLI::App& app) {
   add_isa_option(*command, options->isa);
   command->add_option("--attn-tile", options->attention_tiles, "Prompt attention tile, QUERIESxKEYS, 1..128 each (the seed used 8x8)");
   add_binding_options(*command, options->binding);
+  add_numa_options(*command, options->numa);
   command->add_option("--np,--parallel", options->sequences,
                       "Sequences generated together from the prompt, batched (sequence s samples with seed + s)")
       ->check(CLI::Range(1, static_cast<int>(Model::kMaxSequences)));
@@ -188,7 +202,11 @@ void register_generate(CLI::App& app) {
   command->add_flag("--mlock", options->mlock, "Lock the weights in memory");
   command->add_flag("--prefetch", options->prefetch,
                     "Double buffering: a thread maps layer l + 1's weights while layer l computes");
-  command->callback([options] { run_generate(*options); });
+  command->callback([options, command, config_file] {
+    apply_config_file(*command, *config_file);
+    if (options->model_path.empty()) fail("generate: -m/--model is required (on the command line or in --config)");
+    run_generate(*options);
+  });
 }
 
 }  // namespace cpullm::cli

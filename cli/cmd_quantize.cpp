@@ -3,6 +3,8 @@
 
 #include "cli/commands.hpp"
 #include "engine/quant/quantize_model.hpp"
+#include "engine/quant/sparsify.hpp"
+#include "engine/util/error.hpp"
 #include "engine/util/process_memory.hpp"
 
 namespace cpullm::cli {
@@ -11,7 +13,9 @@ namespace {
 struct QuantizeCliOptions {
   std::string input_path;
   std::string output_path;
-  std::string type;               // q8_0, q4_0, int8-channel, bf16 or f16
+  std::string type;               // q8_0, q4_0, int8-channel, bf16 or f16; empty: matrices keep theirs
+  std::optional<double> sparsity;  // --sparsity: fraction of each pruned row's weights dropped
+  std::string sparsity_pattern;    // unstructured, block4x4 or N:M
   std::vector<std::string> keep;  // --keep, split at commas
   int threads = 0;
 };
@@ -19,13 +23,19 @@ struct QuantizeCliOptions {
 void run_quantize(const QuantizeCliOptions& o) {
   apply_threads(o.threads);
   QuantizeOptions options;
-  options.type = quantize_type_from_name(o.type);
+  if (o.type.empty() && !o.sparsity && o.sparsity_pattern.empty())
+    fail("quantize: give --type, --sparsity or both");
+  options.type = o.type.empty() ? std::nullopt : std::optional(quantize_type_from_name(o.type));
+  if (o.sparsity || !o.sparsity_pattern.empty())
+    options.sparsity = parse_sparsity(o.sparsity_pattern.empty() ? "unstructured" : o.sparsity_pattern, o.sparsity);
   options.keep = o.keep;
   const QuantizeSummary s = quantize_model(o.input_path, o.output_path, options);
   std::fprintf(stderr,
                "cpullm: wrote %s (%s): %d tensors converted, %d fell back, %d kept, %d unchanged; "
                "%.1f MiB -> %.1f MiB; peak resident %.1f MiB\n",
-               o.output_path.c_str(), o.type.c_str(), s.converted, s.fell_back, s.kept, s.unchanged,
+               o.output_path.c_str(),
+               (o.type + (options.sparsity ? (o.type.empty() ? "" : ", ") + sparsity_name(*options.sparsity) : "")).c_str(),
+               s.converted, s.fell_back, s.kept, s.unchanged,
                s.input_bytes / 1048576.0, s.output_bytes / 1048576.0, peak_resident_bytes() / 1048576.0);
 }
 
@@ -36,7 +46,11 @@ void register_quantize(CLI::App& app) {
   CLI::App* command = app.add_subcommand("quantize", "Rewrite a model with its matrices in Q8_0, Q4_0, INT8 per channel, BF16 or F16");
   command->add_option("input", options->input_path, "Source GGUF model")->required();
   command->add_option("output", options->output_path, "GGUF file to write")->required();
-  command->add_option("--type", options->type, "Type of the matrices: q8_0, q4_0, int8-channel (cpullm only), bf16 or f16")->required();
+  command->add_option("--type", options->type, "Type of the matrices: q8_0, q4_0, int8-channel (cpullm only), bf16 or f16");
+  command->add_option("--sparsity", options->sparsity,
+                      "Prune this fraction of each block projection's weights (Top-K by magnitude per row), e.g. 0.2");
+  command->add_option("--sparsity-pattern", options->sparsity_pattern,
+                      "unstructured (default), block4x4, or N:M such as 2:4 (N of every M kept; implies the sparsity)");
   command
       ->add_option("--keep", options->keep,
                    "Comma-separated tensors to leave at their source type: first, last (transformer block), "

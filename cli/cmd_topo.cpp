@@ -56,18 +56,6 @@ nlohmann::json figure_json(const Figure& f) {
   return {{"value", f.value ? nlohmann::json(*f.value) : nlohmann::json(nullptr)}, {"source", f.source}};
 }
 
-// The profile's figures in file order, as (field, figure) pairs for both outputs.
-std::vector<std::pair<const char*, const Figure*>> profile_figures(const HardwareProfile& p) {
-  return {{"base_clock_ghz", &p.base_clock_ghz},
-          {"turbo_clock_ghz", &p.turbo_clock_ghz},
-          {"memory_channels_per_package", &p.memory_channels},
-          {"memory_speed_mts", &p.memory_speed_mts},
-          {"memory_bandwidth_gbs_per_package", &p.memory_bandwidth_gbs},
-          {"memory_gib_per_package", &p.memory_per_package_gib},
-          {"tdp_watts_per_package", &p.tdp_watts},
-          {"price_usd_per_package", &p.price_usd}};
-}
-
 // Everything `topo` prints, computed once for both outputs.
 struct Report {
   Topology topology;                       // the machine, detected or emulated

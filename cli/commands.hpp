@@ -13,6 +13,13 @@ void register_gen_model(CLI::App& app);
 void register_quantize(CLI::App& app);
 void register_eval_quant(CLI::App& app);
 void register_topo(CLI::App& app);
+void register_bench(CLI::App& app);
+
+// llama.cpp spells some flags with one dash and several letters (-pg, -np), which CLI11 refuses:
+// for `cpullm bench` they become --pg and --np. Called by main before parsing.
+std::vector<std::string> prepare_arguments(int argc, const char* const* argv);
+void register_profile(CLI::App& app);
+void register_db(CLI::App& app);
 
 // -t/--threads, shared by every command that runs the model. 0 keeps OpenMP's default.
 void add_threads_option(CLI::App& command, int& threads);

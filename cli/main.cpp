@@ -6,6 +6,7 @@
 #include <new>
 
 #include "cli/commands.hpp"
+#include "cli/python_command.hpp"
 #include "engine/kernels/isa.hpp"
 #include "engine/util/error.hpp"
 
@@ -57,8 +58,17 @@ int main(int argc, char** argv) {
   cpullm::cli::register_quantize(app);
   cpullm::cli::register_eval_quant(app);
   cpullm::cli::register_topo(app);
+  cpullm::cli::register_bench(app);
+  cpullm::cli::register_profile(app);
+  cpullm::cli::register_db(app);
+  cpullm::cli::register_python_command(app, "report", "One self-contained HTML report from the results database", "reports/report.py");
+  cpullm::cli::register_python_command(app, "sweep", "Measure a model over a space of configurations; write the best as config files", "tuning/sweep.py");
+  cpullm::cli::register_python_command(app, "tune", "Tune a model for a hardware profile: OS checklist, plans, roofline predictions, a sweep", "tuning/tune.py");
   try {
-    app.parse(argc, argv);
+    const std::vector<std::string> args = cpullm::cli::prepare_arguments(argc, argv);
+    std::vector<const char*> arg_pointers;
+    for (const std::string& arg : args) arg_pointers.push_back(arg.c_str());
+    app.parse(static_cast<int>(arg_pointers.size()), arg_pointers.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const cpullm::Error& e) {

@@ -7,6 +7,7 @@
 
 #include "engine/model/model.hpp"
 #include "engine/quant/quantize_model.hpp"
+#include "engine/quant/sparsify.hpp"
 #include "engine/tokenizer/tokenizer.hpp"
 #include "engine/util/error.hpp"
 
@@ -32,6 +33,18 @@ struct Candidate {
 
 }  // namespace
 
+QuantizeOptions quantize_options_for(std::string_view format) {
+  const std::size_t plus = format.find('+');
+  std::string_view type = format.substr(0, plus), sparsity = plus == std::string_view::npos ? "" : format.substr(plus + 1);
+  if (plus == std::string_view::npos &&
+      (format.starts_with("sparse") || format.starts_with("block") || format.find(':') != std::string_view::npos))
+    type = "", sparsity = format;
+  QuantizeOptions options;
+  options.type = type.empty() ? std::nullopt : std::optional(quantize_type_from_name(type));
+  if (!sparsity.empty()) options.sparsity = parse_sparsity_name(sparsity);
+  return options;
+}
+
 std::vector<QuantEvalResult> evaluate_quantization(const std::string& model_path, std::string_view text,
                                                    const QuantEvalOptions& options) {
   if (options.window < 2) fail("eval-quant: --window must be at least 2 tokens");
@@ -41,8 +54,7 @@ std::vector<QuantEvalResult> evaluate_quantization(const std::string& model_path
   std::vector<Candidate> candidates;
   candidates.push_back({{"source", std::filesystem::file_size(model_path)}, std::make_unique<Model>(model_path, options.window)});
   for (const std::string& format : options.formats) {
-    QuantizeOptions quantize;
-    quantize.type = quantize_type_from_name(format);
+    QuantizeOptions quantize = quantize_options_for(format);
     quantize.keep = options.keep;
     quantize.progress = false;
     const std::string path = (std::filesystem::path(options.work_dir) / (format + ".gguf")).string();

@@ -7,10 +7,12 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/quant/quantize_model.hpp"
+
 namespace cpullm {
 
 struct QuantEvalOptions {
-  std::vector<std::string> formats;  // quantize --type names: q8_0, q4_0, int8-channel, bf16, f16
+  std::vector<std::string> formats;  // see quantize_options_for
   std::vector<std::string> keep;     // quantize --keep list, applied to every format
   int64_t window = 256;              // tokens per window (BOS + text); each window starts a fresh context
   std::string work_dir;              // where the quantized copies are written
@@ -24,6 +26,11 @@ struct QuantEvalResult {
   double mean_kl = 0;          // mean KL(source || this), nats; 0 for the source
   double top1_agreement = 1;   // fraction of positions whose argmax is the source's
 };
+
+// What a format name asks `quantize` for: a --type name (q8_0, q4_0, int8-channel, bf16, f16),
+// optionally followed by "+" and a sparsity: sparseS (unstructured, S pruned, e.g. sparse0.2),
+// blockS (block4x4) or N:M (e.g. 2:4). A sparsity alone keeps the source's precision.
+QuantizeOptions quantize_options_for(std::string_view format);
 
 // The source first, then one result per format, in order.
 std::vector<QuantEvalResult> evaluate_quantization(const std::string& model_path, std::string_view text,

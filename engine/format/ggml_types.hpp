@@ -20,17 +20,43 @@ enum class GgmlType : uint32_t {
   CPULLM_INT8_CHANNEL = 4097,
 };
 
+// cpullm's sparse types (Top-K pruned matrices, engine/kernels/sparse.hpp): one number carries
+// the layout, the value precision and the density, so a tensor's size follows from its type and
+// row length alone, as for ggml's types. Bits 31-24 are 0x53 ('S'), far outside ggml's range;
+// bits 23-20 the pattern, 19-16 the values (0 F32, 1 F16, 2 BF16), 15-0 the parameter: the
+// pruned fraction in per mille (ELL, BLOCK4X4) or N << 8 | M (N:M, N of every M kept).
+enum class SparsePattern : uint32_t { ell = 1, n_of_m = 2, block4x4 = 3 };
+inline constexpr uint32_t kSparseTypeTag = 0x53u << 24;
+
 struct GgmlTypeTraits {
   std::string_view name;
   int64_t block_elements;  // elements per block; a row's length must be a multiple
   int64_t block_bytes;     // bytes per block
   int64_t row_bytes_extra = 0;  // bytes each row carries besides its blocks (a per-row scale)
+  int64_t pruned_permille = 0;  // sparse types: blocks stored per row = blocks - floor(blocks * this / 1000)
+  int64_t row_group = 1;        // rows are stored in groups of this many (the row count must be a multiple)
 };
+
+// Blocks a row of `blocks` dense blocks stores: all of them, or the kept ones of a sparse type.
+// Exact and overflow-free for any non-negative count.
+inline int64_t ggml_stored_blocks(const GgmlTypeTraits& traits, int64_t blocks) {
+  return blocks - (blocks / 1000 * traits.pruned_permille + blocks % 1000 * traits.pruned_permille / 1000);
+}
 
 // Bytes of one row of `row_length` elements (row_length a multiple of block_elements).
 inline int64_t ggml_row_bytes(const GgmlTypeTraits& traits, int64_t row_length) {
-  return row_length / traits.block_elements * traits.block_bytes + traits.row_bytes_extra;
+  return ggml_stored_blocks(traits, row_length / traits.block_elements) * traits.block_bytes + traits.row_bytes_extra;
 }
+
+// What a sparse type number says; nullopt for any other number, or one with invalid fields.
+struct SparseType {
+  SparsePattern pattern = SparsePattern::ell;
+  GgmlType values = GgmlType::F32;  // F32, F16 or BF16: the kept weights' precision
+  int64_t pruned_permille = 0;      // ELL, BLOCK4X4: 0..999 of each row's weights (blocks) pruned
+  int64_t n = 0, m = 0;             // N:M: n of every m consecutive weights kept, 1 <= n <= m <= 255
+};
+std::optional<SparseType> sparse_type(uint32_t type);
+GgmlType sparse_type_number(const SparseType& sparse);
 
 // nullopt for values ggml never defined or has removed (Q4_2, Q4_3, the 4x4/4x8 repacks).
 std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t type);

@@ -251,7 +251,10 @@ GgufFile::GgufFile(const std::string& path) : file_(std::make_unique<MappedFile>
                 traits->name, info.ne[0], traits->block_elements);
     // rows * (blocks per row * block bytes + per-row extra), every step overflow-checked.
     const uint64_t rows = static_cast<uint64_t>(elements / info.ne[0]);
-    const uint64_t blocks_per_row = static_cast<uint64_t>(info.ne[0] / traits->block_elements);
+    if (rows % static_cast<uint64_t>(traits->row_group) != 0)
+      fail_file(path, "tensor '{}' of type {} has {} rows, not a multiple of {}", info.name, traits->name, rows,
+                traits->row_group);
+    const uint64_t blocks_per_row = static_cast<uint64_t>(ggml_stored_blocks(*traits, info.ne[0] / traits->block_elements));
     uint64_t row_bytes = 0;
     if (__builtin_mul_overflow(blocks_per_row, static_cast<uint64_t>(traits->block_bytes), &row_bytes) ||
         __builtin_add_overflow(row_bytes, static_cast<uint64_t>(traits->row_bytes_extra), &row_bytes) ||

@@ -46,14 +46,26 @@ inline __m256i block_products(__m256i w, __m256i a) {
   return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
+// The same for weights stored unsigned with a zero point of 8 (Q4_0's nibbles): they go into
+// maddubs's unsigned side as they are, and lane j loses 8 * (a[4j] + .. + a[4j + 3]), which
+// leaves it the same exact sum as block_products'. Pairs stay within int16 (2 * 15 * 128).
+inline __m256i block_products_zero_point_8(__m256i stored, __m256i a, const int32_t* quad_sums) {
+  const __m256i pairs = _mm256_maddubs_epi16(stored, a);
+  const __m256i offsets = _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(quad_sums)), 3);
+  return _mm256_sub_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)), offsets);
+}
+
 struct Avx2BlockDot {
   template <typename Row>
-  static float run(const Row& w, const BlockQ8_0* a, int64_t cols) {
+  static float run(const Row& w, const QuantizedActivations& a, int64_t cols) {
+    static_assert(Row::kZeroPoint == 0 || Row::kZeroPoint == 8, "one lane offset per 8 lanes");
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < cols / kQuantBlock; ++b) {
-      const __m256i sums = block_products(w.weights(b), load32_i8(a[b].q));
-      const __m256 scale = _mm256_set1_ps(w.scale(b) * fp16_to_fp32(a[b].scale));
-      acc = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sums), acc);
+      const __m256i av = load32_i8(a.blocks[b].q);
+      __m256i sums;
+      if constexpr (Row::kZeroPoint == 0) sums = block_products(w.weights(b), av);
+      else sums = block_products_zero_point_8(w.stored(b), av, a.quad_sums + b * kQuantBlock / 4);
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(w.scale(b) * a.scales[b]), _mm256_cvtepi32_ps(sums), acc);
     }
     return horizontal_sum(acc);
   }

@@ -55,27 +55,41 @@ inline __m512i block_pair_products(__m512i w, __m512i a) {
   return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(w), signed_a);
 }
 
+// Blocks b and b + 1 in one register (lanes 0-7 and 8-15); past the last block the upper
+// half is zero, so its products are zero whatever its scale.
+inline __m512i block_pair(__m256i low, __m256i high, bool has_high) {
+  return has_high ? _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1) : _mm512_zextsi256_si512(low);
+}
+inline __m512 scale_pair(float low, float high) {
+  return _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castps_si512(_mm512_set1_ps(low)),
+                                                _mm256_castps_si256(_mm256_set1_ps(high)), 1));
+}
+
 // Two blocks per 512-bit step: lanes 0-7 hold block b's partial sums, lanes 8-15 block b + 1.
+// Weights stored unsigned with a zero point of 8 (Q4_0's nibbles) go into dpbusd's unsigned
+// side as they are, and lane j loses 8 * (the sum of the 4 activations it multiplied), which
+// leaves it the same exact sum as the signed path's.
 struct Avx512BlockDot {
   template <typename Row>
-  static float run(const Row& w, const BlockQ8_0* a, int64_t cols) {
+  static float run(const Row& w, const QuantizedActivations& a, int64_t cols) {
+    static_assert(Row::kZeroPoint == 0 || Row::kZeroPoint == 8, "one lane offset per 8 lanes");
     const int64_t blocks = cols / kQuantBlock;
     __m512 acc = _mm512_setzero_ps();
-    int64_t b = 0;
-    for (; b + 2 <= blocks; b += 2) {
-      const __m512i weights = _mm512_inserti64x4(_mm512_castsi256_si512(w.weights(b)), w.weights(b + 1), 1);
-      const __m512i acts = _mm512_inserti64x4(_mm512_castsi256_si512(load32_i8(a[b].q)), load32_i8(a[b + 1].q), 1);
-      // Inserted as integers: AVX-512F has no float insert of eight lanes.
-      const __m512 scales = _mm512_castsi512_ps(_mm512_inserti64x4(
-          _mm512_castps_si512(_mm512_set1_ps(w.scale(b) * fp16_to_fp32(a[b].scale))),
-          _mm256_castps_si256(_mm256_set1_ps(w.scale(b + 1) * fp16_to_fp32(a[b + 1].scale))), 1));
-      acc = _mm512_fmadd_ps(scales, _mm512_cvtepi32_ps(block_pair_products(weights, acts)), acc);
-    }
-    if (b < blocks) {  // an odd last block: the upper half of the pair is zero
-      const __m512i weights = _mm512_zextsi256_si512(w.weights(b));
-      const __m512i acts = _mm512_zextsi256_si512(load32_i8(a[b].q));
-      const __m512 scales = _mm512_set1_ps(w.scale(b) * fp16_to_fp32(a[b].scale));
-      acc = _mm512_fmadd_ps(scales, _mm512_cvtepi32_ps(block_pair_products(weights, acts)), acc);
+    for (int64_t b = 0; b < blocks; b += 2) {
+      const bool pair = b + 1 < blocks;
+      const int64_t b1 = pair ? b + 1 : b;  // the upper half's block (ignored when zeroed)
+      const __m512i acts = block_pair(load32_i8(a.blocks[b].q), load32_i8(a.blocks[b1].q), pair);
+      __m512i sums;
+      if constexpr (Row::kZeroPoint == 0) {
+        sums = block_pair_products(block_pair(w.weights(b), w.weights(b1), pair), acts);
+      } else {
+        // Past an odd last block the quad sums are zero-padded, as the upper half's products are zero.
+        const __m512i offsets = _mm512_slli_epi32(_mm512_loadu_si512(a.quad_sums + b * kQuantBlock / 4), 3);
+        const __m512i products = _mm512_dpbusd_epi32(_mm512_setzero_si512(), block_pair(w.stored(b), w.stored(b1), pair), acts);
+        sums = _mm512_sub_epi32(products, offsets);
+      }
+      const __m512 scales = scale_pair(w.scale(b) * a.scales[b], w.scale(b1) * a.scales[b1]);
+      acc = _mm512_fmadd_ps(scales, _mm512_cvtepi32_ps(sums), acc);
     }
     return _mm512_reduce_add_ps(acc);
   }
@@ -115,16 +129,6 @@ struct Avx512FloatTile {
       }
   }
 };
-
-// Blocks b and b + 1 in one register (lanes 0-7 and 8-15); past the last block the upper
-// half is zero, so its products are zero whatever its scale.
-inline __m512i block_pair(__m256i low, __m256i high, bool has_high) {
-  return has_high ? _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1) : _mm512_zextsi256_si512(low);
-}
-inline __m512 scale_pair(float low, float high) {
-  return _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castps_si512(_mm512_set1_ps(low)),
-                                                _mm256_castps_si256(_mm256_set1_ps(high)), 1));
-}
 
 template <typename Row>
 struct Avx512IntegerTile {

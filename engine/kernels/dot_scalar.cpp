@@ -19,12 +19,12 @@ float dot_float_row(const std::byte* row, const void* activations, int64_t cols)
 // An exact integer sum per block, scaled by both blocks' scales, summed in order.
 struct ScalarBlockDot {
   template <typename Row>
-  static float run(const Row& w, const BlockQ8_0* a, int64_t cols) {
+  static float run(const Row& w, const QuantizedActivations& a, int64_t cols) {
     float sum = 0.0f;
     for (int64_t b = 0; b < cols / kQuantBlock; ++b) {
       int32_t block_sum = 0;
-      for (int64_t j = 0; j < kQuantBlock; ++j) block_sum += w.weight(b, j) * a[b].q[j];
-      sum += w.scale(b) * fp16_to_fp32(a[b].scale) * static_cast<float>(block_sum);
+      for (int64_t j = 0; j < kQuantBlock; ++j) block_sum += w.weight(b, j) * a.blocks[b].q[j];
+      sum += w.scale(b) * fp16_to_fp32(a.blocks[b].scale) * static_cast<float>(block_sum);
     }
     return sum;
   }

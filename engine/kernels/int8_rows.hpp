@@ -1,7 +1,9 @@
 // How the integer kernels see one weight row, whatever its format: block b's 32 weights (as
 // int32 one by one for the scalar reference, as 32 signed bytes in an AVX2 register for the
 // SIMD levels) and the scale that goes with them. One kernel per ISA level then serves every
-// integer format through IntegerRowKernels.
+// integer format through IntegerRowKernels. A format whose weights are stored unsigned with a
+// zero point (Q4_0: nibble - 8) also offers them as stored, `stored(b)`, for the matvec kernels,
+// which multiply those as unsigned bytes and subtract zero point * sum(a) per block.
 #pragma once
 #include <immintrin.h>
 
@@ -12,6 +14,7 @@ namespace cpullm {
 inline __m256i load32_i8(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
 struct Q8_0Row {
+  static constexpr int32_t kZeroPoint = 0;  // weights are stored signed
   const BlockQ8_0* blocks;
   static Q8_0Row from(const std::byte* row) { return {reinterpret_cast<const BlockQ8_0*>(row)}; }
   int32_t weight(int64_t b, int64_t j) const { return blocks[b].q[j]; }
@@ -20,23 +23,26 @@ struct Q8_0Row {
 };
 
 struct Q4_0Row {
+  static constexpr int32_t kZeroPoint = 8;  // weight = stored nibble - 8
   const BlockQ4_0* blocks;
   static Q4_0Row from(const std::byte* row) { return {reinterpret_cast<const BlockQ4_0*>(row)}; }
   int32_t weight(int64_t b, int64_t j) const {
     const uint8_t byte = blocks[b].nibbles[j % (kQuantBlock / 2)];
-    return int32_t{j < kQuantBlock / 2 ? byte & 0x0f : byte >> 4} - 8;
+    return int32_t{j < kQuantBlock / 2 ? byte & 0x0f : byte >> 4} - kZeroPoint;
   }
-  __m256i weights(int64_t b) const {
+  __m256i stored(int64_t b) const {  // the 32 nibbles, 0..15, in value order
     const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[b].nibbles));
     const __m128i low_mask = _mm_set1_epi8(0x0f);
     const __m128i low = _mm_and_si128(packed, low_mask);                     // values 0..15
     const __m128i high = _mm_and_si128(_mm_srli_epi16(packed, 4), low_mask);  // values 16..31
-    return _mm256_sub_epi8(_mm256_set_m128i(high, low), _mm256_set1_epi8(8));
+    return _mm256_set_m128i(high, low);
   }
+  __m256i weights(int64_t b) const { return _mm256_sub_epi8(stored(b), _mm256_set1_epi8(kZeroPoint)); }
   float scale(int64_t b) const { return fp16_to_fp32(blocks[b].scale); }
 };
 
 struct Int8ChannelRow {
+  static constexpr int32_t kZeroPoint = 0;  // weights are stored signed
   float row_scale;       // one scale for the whole row
   const int8_t* values;  // (cols)
   static Int8ChannelRow from(const std::byte* row) { return {int8_channel_scale(row), int8_channel_values(row)}; }
@@ -46,17 +52,17 @@ struct Int8ChannelRow {
 };
 
 // The table entries for the integer formats, given an ISA's block kernel
-// `BlockDot::run(const Row&, const BlockQ8_0* activations, int64_t cols)`.
+// `BlockDot::run(const Row&, const QuantizedActivations&, int64_t cols)`.
 template <typename BlockDot>
 struct IntegerRowKernels {
   static float q8_0(const std::byte* row, const void* a, int64_t cols) {
-    return BlockDot::run(Q8_0Row::from(row), static_cast<const BlockQ8_0*>(a), cols);
+    return BlockDot::run(Q8_0Row::from(row), *static_cast<const QuantizedActivations*>(a), cols);
   }
   static float q4_0(const std::byte* row, const void* a, int64_t cols) {
-    return BlockDot::run(Q4_0Row::from(row), static_cast<const BlockQ8_0*>(a), cols);
+    return BlockDot::run(Q4_0Row::from(row), *static_cast<const QuantizedActivations*>(a), cols);
   }
   static float int8_channel(const std::byte* row, const void* a, int64_t cols) {
-    return BlockDot::run(Int8ChannelRow::from(row), static_cast<const BlockQ8_0*>(a), cols);
+    return BlockDot::run(Int8ChannelRow::from(row), *static_cast<const QuantizedActivations*>(a), cols);
   }
 };
 

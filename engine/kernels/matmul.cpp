@@ -8,6 +8,7 @@
 #include "engine/kernels/gemm_tiles.hpp"
 #include "engine/kernels/quant_formats.hpp"
 #include "engine/kernels/kernel_table.hpp"
+#include "engine/kernels/sparse.hpp"
 #include "engine/util/error.hpp"
 
 namespace cpullm {
@@ -40,6 +41,7 @@ void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, i
 
 void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride, int64_t tokens,
             Isa isa, int64_t l2_bytes) {
+  if (is_sparse(w.type)) return sparse_matmul(y, y_stride, w, x, x_stride, tokens, isa);
   const GemmKernel kernel = gemm_for(isa, w);
   if (tokens <= 0 || w.rows <= 0) return;
 

@@ -1,10 +1,14 @@
 #include "engine/kernels/matvec.hpp"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <vector>
 
 #include "engine/kernels/dot.hpp"
 #include "engine/kernels/kernel_table.hpp"
 #include "engine/kernels/row_convert.hpp"
+#include "engine/kernels/sparse.hpp"
 #include "engine/util/error.hpp"
 
 namespace cpullm {
@@ -14,15 +18,41 @@ const DotKernels& kernels_for(Isa isa) {
   return table_for_isa(isa, scalar_dot_kernels, avx2_dot_kernels, avx512_dot_kernels);
 }
 
-// The activations in the form the weight type's kernel reads: x itself, or x quantized to
-// Q8_0 blocks in a per-thread buffer that is reused from call to call.
-const void* prepare_activations(const WeightMatrix& w, const float* x) {
-  if (!uses_q8_0_activations(w.type)) return x;
-  thread_local std::vector<BlockQ8_0> quantized;
-  quantized.resize(static_cast<std::size_t>(w.cols / kQuantBlock));
-  quantize_row_q8_0(x, quantized.data(), w.cols);
-  return quantized.data();
+// x (cols) quantized to Q8_0 blocks, with each block's FP32 scale and the sums of its values
+// four by four, in a per-thread buffer reused from call to call: done once per input vector,
+// however many rows and matrices read it.
+const QuantizedActivations& quantize_activations(const float* x, int64_t cols) {
+  thread_local std::vector<BlockQ8_0> blocks;
+  thread_local std::vector<float> scales;
+  thread_local std::vector<int32_t> quad_sums;
+  thread_local QuantizedActivations view;
+  const auto n = static_cast<std::size_t>(cols / kQuantBlock);
+  constexpr std::size_t kQuads = kQuantBlock / 4;
+  blocks.resize(n), scales.resize(n);
+  quad_sums.assign((n + 1) * kQuads, 0);  // one block's worth of zeros past the end
+  quantize_row_q8_0(x, blocks.data(), cols);
+  for (std::size_t b = 0; b < n; ++b) {
+    scales[b] = fp16_to_fp32(blocks[b].scale);
+    for (std::size_t j = 0; j < kQuantBlock; ++j) quad_sums[b * kQuads + j / 4] += blocks[b].q[j];
+  }
+  view = {blocks.data(), scales.data(), quad_sums.data()};
+  return view;
 }
+
+// The activations in the form the weight type's kernel reads: x itself, or x quantized.
+const void* prepare_activations(const WeightMatrix& w, const float* x) {
+  return uses_q8_0_activations(w.type) ? static_cast<const void*>(&quantize_activations(x, w.cols)) : x;
+}
+
+// One matrix of a group, ready to run: its kernel, the activations it reads, its rows.
+struct PreparedTask {
+  float* y;                 // (rows)
+  const std::byte* w;       // (rows, stride)
+  int64_t stride;           // bytes per row
+  int64_t rows;
+  RowDot dot;
+  const void* activations;  // x or its quantized form
+};
 
 }  // namespace
 
@@ -39,14 +69,56 @@ int64_t row_bytes(const WeightMatrix& w) { return row_bytes(w.type, w.cols); }
 void matvec(float* y, const WeightMatrix& w, const float* x) { matvec(y, w, x, active_isa()); }
 
 void matvec(float* y, const WeightMatrix& w, const float* x, Isa isa) {
-  const RowDot dot = entry_for_type(kernels_for(isa), w.type);
-  const void* activations = prepare_activations(w, x);
-  const int64_t stride = row_bytes(w);
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < w.rows; ++r) y[r] = dot(w.data + r * stride, activations, w.cols);
+  if (is_sparse(w.type)) return sparse_matvec(y, w, x, isa);
+  const MatvecTask task{y, &w};
+  matvec_group({&task, 1}, x, isa);
+}
+
+void matvec_group(std::span<const MatvecTask> tasks, const float* x) { matvec_group(tasks, x, active_isa()); }
+
+void matvec_group(std::span<const MatvecTask> tasks, const float* x, Isa isa) {
+  if (tasks.empty()) return;
+  const int64_t cols = tasks[0].w->cols;
+  thread_local std::vector<PreparedTask> prepared;
+  prepared.clear();
+  const QuantizedActivations* quantized = nullptr;  // x quantized once for all the integer matrices
+  int64_t total_rows = 0;
+  for (const MatvecTask& task : tasks) {
+    const WeightMatrix& w = *task.w;
+    if (w.cols != cols) fail("matvec_group: matrices of {} and {} columns cannot share one input", cols, w.cols);
+    if (is_sparse(w.type)) {  // sparse matrices run their own kernels, outside the group
+      matvec(task.y, w, x, isa);
+      continue;
+    }
+    const RowDot dot = entry_for_type(kernels_for(isa), w.type);
+    const void* activations = x;
+    if (uses_q8_0_activations(w.type)) {
+      if (!quantized) quantized = &quantize_activations(x, cols);
+      activations = quantized;
+    }
+    prepared.push_back({task.y, w.data, row_bytes(w), w.rows, dot, activations});
+    total_rows += w.rows;
+  }
+
+  // The rows of all the matrices, end to end, in one static split: one fork/join for the group,
+  // and each output is one thread's sequential dot product, whatever the thread count.
+  if (total_rows == 0) return;
+  const std::vector<PreparedTask>& work = prepared;  // this thread's list, named for the workers
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads(), id = omp_get_thread_num();
+    const int64_t begin = total_rows * id / threads, end = total_rows * (id + 1) / threads;
+    int64_t first = 0;  // the task's first row in the concatenation
+    for (const PreparedTask& t : work) {
+      const int64_t lo = std::max(begin, first) - first, hi = std::min(end, first + t.rows) - first;
+      for (int64_t r = lo; r < hi; ++r) t.y[r] = t.dot(t.w + r * t.stride, t.activations, cols);
+      first += t.rows;
+    }
+  }
 }
 
 void matvec_reference(float* y, const WeightMatrix& w, const float* x) {
+  if (is_sparse(w.type)) return sparse_matvec(y, w, x, Isa::Scalar);
   const RowDot dot = entry_for_type(scalar_dot_kernels(), w.type);
   const void* activations = prepare_activations(w, x);
   const int64_t stride = row_bytes(w);

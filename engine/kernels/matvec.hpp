@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "engine/format/ggml_types.hpp"
 #include "engine/kernels/isa.hpp"
@@ -30,6 +31,17 @@ int64_t row_bytes(const WeightMatrix& w);
 // of `isa` (default: active_isa()).
 void matvec(float* y, const WeightMatrix& w, const float* x);
 void matvec(float* y, const WeightMatrix& w, const float* x, Isa isa);
+
+// One product of a group that shares its input: y (w->rows) = W . x.
+struct MatvecTask {
+  float* y;               // (w->rows) the output
+  const WeightMatrix* w;  // any type matvec runs; the same cols for the whole group
+};
+// Every task's product with the same x (cols) in one parallel region, the rows of all the
+// matrices split over the threads as one range: decode's q, k and v (or gate and up) cost one
+// fork/join and one quantization of x instead of three. Each output equals matvec's, bit for bit.
+void matvec_group(std::span<const MatvecTask> tasks, const float* x);
+void matvec_group(std::span<const MatvecTask> tasks, const float* x, Isa isa);
 
 // The reference: the scalar kernels on one thread, sums in order. Everything else is tested
 // against it.

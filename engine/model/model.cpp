@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <initializer_list>
 
+#include "engine/instrument/op_costs.hpp"
+#include "engine/instrument/regions.hpp"
 #include "engine/kernels/attention.hpp"
 #include "engine/kernels/matmul.hpp"
 #include "engine/kernels/matvec.hpp"
@@ -110,9 +113,13 @@ std::span<const float> Model::forward(std::span<const BatchToken> batch) {
     // The wanted tokens' final norms side by side in xb, then the output projection of them all.
     int64_t rows = 0;
     for (std::size_t t = 0; t < chunk.size(); ++t)
-      if (chunk[t].want_logits)
+      if (chunk[t].want_logits) {
+        ScopedRegion region(Region::final_norm, rmsnorm_cost(c.dim, 1));
         rmsnorm(&b.xb[rows++ * c.dim], &b.x[t * c.dim], weights_.output_norm, c.dim, c.rms_eps);
-    if (rows > 0) project(&b.logits[logits_done * c.vocab_size], c.vocab_size, weights_.output, b.xb.data(), c.dim, rows);
+      }
+    if (rows > 0)
+      project(&b.logits[logits_done * c.vocab_size], c.vocab_size, weights_.output, b.xb.data(), c.dim, rows,
+              Region::lm_head);
     logits_done += rows;
   }
   for (const BatchToken& t : batch) sequence_length_[t.sequence] = t.position + 1;
@@ -133,9 +140,22 @@ std::span<const float> Model::forward_batch(std::span<const int32_t> tokens, int
 }
 
 void Model::project(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride,
-                    int64_t tokens) {
-  if (tokens == 1) return matvec(y, w, x);
-  matmul(y, y_stride, w, x, x_stride, tokens);
+                    int64_t tokens, Region region) {
+  ScopedRegion scope(region, matmul_cost(w, tokens));
+  // Rows [first, first + rows.rows) of the output from those rows of the weights.
+  const auto compute = [&](const WeightMatrix& rows, int64_t first) {
+    if (tokens == 1) return matvec(y + first, rows, x);
+    matmul(y + first, y_stride, rows, x, x_stride, tokens);
+  };
+  if (const TensorParallel* tp = options_.tensor_parallel.get()) {
+    // --numa mpi: this rank's rows (it reads only those pages of the file), then everyone's.
+    const RowSpan mine = tp->rows(w.rows, row_group(w));
+    if (mine.end > mine.begin) compute(row_slice(w, mine), mine.begin);
+    return tp->all_gather_rows(y, y_stride, w.rows, tokens, row_group(w));
+  }
+  const WeightPlacement* placement = options_.placement.get();
+  if (placement && placement->per_thread_rows()) return for_each_thread_rows(*placement, w, compute);
+  compute(placement ? placement->copy_for_node(w, 0) : w, 0);
 }
 
 void Model::run_chunk(std::span<const BatchToken> chunk) {
@@ -145,8 +165,24 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
   const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
   const GgmlType kv_type = kv_element_type(cache_.shape().type);
   // Every token's input normalised into b.xb.
-  auto normalise = [&](const float* weight) {
+  auto normalise = [&](const float* weight, Region region) {
+    ScopedRegion scope(region, rmsnorm_cost(dim, n));
     for (int64_t t = 0; t < n; ++t) rmsnorm(&b.xb[t * dim], &b.x[t * dim], weight, dim, c.rms_eps);
+  };
+  // Projections of b.xb into outputs of (n, their matrix's rows): for one token a single
+  // matvec_group (one fork/join, b.xb quantized once), for several one matmul each. Task i is
+  // region regions[i]; the group's time is split among them (see ScopedRegion).
+  auto project_normalised = [&](std::initializer_list<MatvecTask> tasks, std::initializer_list<Region> regions) {
+    if (n == 1) {
+      std::array<RegionShare, kMaxFusedRegions> shares;
+      for (std::size_t i = 0; i < tasks.size(); ++i) shares[i] = {regions.begin()[i], matmul_cost(*tasks.begin()[i].w, 1)};
+      ScopedRegion scope({shares.data(), tasks.size()});
+      return matvec_group({tasks.begin(), tasks.size()}, b.xb.data());
+    }
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      const MatvecTask& t = tasks.begin()[i];
+      project(t.y, t.w->rows, *t.w, b.xb.data(), dim, n, regions.begin()[i]);
+    }
   };
   std::vector<Run> runs;
   for (int64_t t = 0; t < n; ++t) {
@@ -158,7 +194,10 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
       runs.push_back({token.sequence, token.position, t, 1});
   }
 
-  for (int64_t t = 0; t < n; ++t) weight_row_to_float(&b.x[t * dim], weights_.token_embedding, chunk[t].token);
+  {
+    ScopedRegion region(Region::embedding, embedding_cost(weights_.token_embedding, n));
+    for (int64_t t = 0; t < n; ++t) weight_row_to_float(&b.x[t * dim], weights_.token_embedding, chunk[t].token);
+  }
 
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
@@ -167,15 +206,19 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
     // Attention: q, k, v for every token; k and v go into their sequences' cache rows. Each run
     // of a sequence's consecutive tokens then attends to its positions 0 .. its own, the run's
     // earlier tokens included: one query alone directly, several tile by tile.
-    normalise(w.attn_norm);
-    project(b.q.data(), dim, w.wq, b.xb.data(), dim, n);
-    project(b.k.data(), kv_dim, w.wk, b.xb.data(), dim, n);
-    project(b.v.data(), kv_dim, w.wv, b.xb.data(), dim, n);
-    for (int64_t t = 0; t < n; ++t) {
-      rope(&b.q[t * dim], c.n_heads, c.head_dim, chunk[t].position, c.rope_theta);
-      rope(&b.k[t * kv_dim], c.n_kv_heads, c.head_dim, chunk[t].position, c.rope_theta);
+    normalise(w.attn_norm, Region::attn_norm);
+    project_normalised({{b.q.data(), &w.wq}, {b.k.data(), &w.wk}, {b.v.data(), &w.wv}},
+                       {Region::q_proj, Region::k_proj, Region::v_proj});
+    {
+      ScopedRegion region(Region::rope, rope_cost(dim + kv_dim, n));
+      for (int64_t t = 0; t < n; ++t) {
+        rope(&b.q[t * dim], c.n_heads, c.head_dim, chunk[t].position, c.rope_theta);
+        rope(&b.k[t * kv_dim], c.n_kv_heads, c.head_dim, chunk[t].position, c.rope_theta);
+      }
     }
     for (const Run& run : runs) {
+      ScopedRegion region(Region::attention, attention_cost(shape, run.first_position, run.count,
+                                                            kv_element_bytes(cache_.shape().type)));
       cache_.store(run.sequence, l, run.first_position, run.count, &b.k[run.first_token * kv_dim],
                    &b.v[run.first_token * kv_dim]);
       const std::byte* keys = cache_.keys(run.sequence, l);
@@ -187,15 +230,17 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
       else
         attention_tiled(out, q, run.first_position, run.count, keys, values, kv_type, shape, attention_tiles_);
     }
-    project(b.xb2.data(), dim, w.wo, b.xb.data(), dim, n);
+    project(b.xb2.data(), dim, w.wo, b.xb.data(), dim, n, Region::o_proj);
     add_in_place(b.x.data(), b.xb2.data(), n * dim);
 
     // Feed-forward: down(silu(gate(x)) * up(x)).
-    normalise(w.ffn_norm);
-    project(b.hb.data(), c.ffn_dim, w.w_gate, b.xb.data(), dim, n);
-    project(b.hb2.data(), c.ffn_dim, w.w_up, b.xb.data(), dim, n);
-    swiglu(b.hb.data(), b.hb2.data(), n * c.ffn_dim);
-    project(b.xb.data(), dim, w.w_down, b.hb.data(), c.ffn_dim, n);
+    normalise(w.ffn_norm, Region::ffn_norm);
+    project_normalised({{b.hb.data(), &w.w_gate}, {b.hb2.data(), &w.w_up}}, {Region::ffn_gate, Region::ffn_up});
+    {
+      ScopedRegion region(Region::ffn_act, swiglu_cost(c.ffn_dim, n));
+      swiglu(b.hb.data(), b.hb2.data(), n * c.ffn_dim);
+    }
+    project(b.xb.data(), dim, w.w_down, b.hb.data(), c.ffn_dim, n, Region::ffn_down);
     add_in_place(b.x.data(), b.xb.data(), n * dim);
   }
 }

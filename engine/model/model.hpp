@@ -9,12 +9,15 @@
 #include <vector>
 
 #include "engine/format/gguf.hpp"
+#include "engine/instrument/regions.hpp"
 #include "engine/kernels/attention.hpp"
 #include "engine/model/config.hpp"
 #include "engine/model/kv_cache.hpp"
 #include "engine/model/layer_prefetcher.hpp"
 #include "engine/model/memory_plan.hpp"
 #include "engine/model/weights.hpp"
+#include "engine/runtime/tensor_parallel.hpp"
+#include "engine/runtime/weight_placement.hpp"
 
 namespace cpullm {
 
@@ -26,6 +29,8 @@ struct ModelOptions {
   KvType kv_type = KvType::f32;
   bool mlock = false;          // lock the weights in memory (--mlock)
   bool prefetch = false;       // double buffering: map layer l + 1 while layer l computes (--prefetch)
+  std::shared_ptr<const WeightPlacement> placement{};        // --placement: the NUMA copies threads read; null: the mapping
+  std::shared_ptr<const TensorParallel> tensor_parallel{};  // --numa mpi: this rank computes its share of every projection
 };
 
 // One token of a batch, as llama.cpp's llama_batch has it: which sequence it continues, at
@@ -99,7 +104,9 @@ class Model {
   // One chunk through every layer; leaves the residual streams in batch_.x.
   void run_chunk(std::span<const BatchToken> chunk);
   // y (tokens, y_stride) = x (tokens, x_stride) . W^T: every projection of the network.
-  void project(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride, int64_t tokens);
+  // Each call is a region (engine/instrument): `region` names which projection it is.
+  void project(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride, int64_t tokens,
+               Region region);
 
   std::unique_ptr<GgufFile> file_;
   LlamaConfig config_;

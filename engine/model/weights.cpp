@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "engine/format/gguf.hpp"
+#include "engine/kernels/sparse.hpp"
 #include "engine/util/error.hpp"
 
 namespace cpullm {
@@ -14,10 +15,22 @@ void check_alignment(const GgufFile& file, const GgufTensorInfo& t, std::size_t 
               file.alignment());
 }
 
+// A pruned matrix (quantize --sparsity): its shape must suit its pattern, and every stored
+// column must lie inside the row, since the kernels read x there unchecked.
+WeightMatrix sparse_matrix(const GgufFile& file, const GgufTensorInfo& t, int64_t rows, int64_t cols) {
+  std::string problem = sparse_shape_problem(t.type, rows, cols);
+  check_alignment(file, t, 4);  // the BLOCK4X4 int32 columns; every row group starts 4-aligned
+  const WeightMatrix w{t.data, t.type, rows, cols};
+  if (problem.empty()) problem = sparse_index_problem(w);
+  if (!problem.empty()) fail_file(file.path(), "tensor '{}' of type {}: {}", t.name, ggml_type_name(t.type), problem);
+  return w;
+}
+
 WeightMatrix matrix(const GgufFile& file, const std::string& name, int64_t rows, int64_t cols) {
   const GgufTensorInfo& t = file.require_tensor(name);
   if (t.n_dims != 2 || t.ne[0] != cols || t.ne[1] != rows)
     fail_file(file.path(), "tensor '{}' has shape {}, expected [{}, {}]", name, t.shape_string(), cols, rows);
+  if (is_sparse(t.type)) return sparse_matrix(file, t, rows, cols);
   if (!matvec_supports(t.type, cols))
     fail_file(file.path(),
               "tensor '{}' has type {}, which cpullm's kernels cannot run at row length {} (supported: F32, F16, BF16, "
@@ -40,6 +53,14 @@ const float* norm(const GgufFile& file, const std::string& name, int64_t dim) {
 }
 
 }  // namespace
+
+std::vector<const WeightMatrix*> projection_matrices(const ModelWeights& weights) {
+  std::vector<const WeightMatrix*> matrices;
+  for (const LayerWeights& l : weights.layers)
+    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) matrices.push_back(m);
+  matrices.push_back(&weights.output);
+  return matrices;
+}
 
 ModelWeights map_weights(const GgufFile& file, LlamaConfig& config) {
   const GgufTensorInfo& embedding = file.require_tensor("token_embd.weight");

@@ -30,6 +30,9 @@ struct ModelWeights {
   bool tied_output = false;           // no output.weight in the file
 };
 
+// Every matrix a projection reads (the layers' seven and the output): what NUMA placement copies.
+std::vector<const WeightMatrix*> projection_matrices(const ModelWeights& weights);
+
 // Finds every tensor under llama.cpp's names, checks its shape against the config and that a
 // kernel can run its type. Also fills config.vocab_size from token_embd.
 ModelWeights map_weights(const GgufFile& file, LlamaConfig& config);

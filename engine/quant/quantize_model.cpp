@@ -14,6 +14,8 @@
 #include "engine/format/gguf_writer.hpp"
 #include "engine/kernels/matvec.hpp"
 #include "engine/kernels/row_convert.hpp"
+#include "engine/kernels/sparse.hpp"
+#include "engine/quant/sparsify.hpp"
 #include "engine/util/error.hpp"
 #include "engine/util/progress.hpp"
 
@@ -68,10 +70,28 @@ std::vector<bool> resolve_keep(const GgufFile& file, const std::vector<std::stri
   return kept;
 }
 
+// --sparsity: a block's projection is pruned into the sparse type with its values at `values`,
+// unless its shape does not fit the pattern; then it stays dense at `values`.
+TensorPlan plan_sparse(const GgufFile& file, const GgufTensorInfo& t, SparseType sparse, GgmlType values) {
+  if (values != GgmlType::F32 && values != GgmlType::F16 && values != GgmlType::BF16)
+    fail_file(file.path(), "tensor '{}': --sparsity stores values as F32, F16 or BF16, not {} (--type f16 or bf16 "
+              "converts them)", t.name, ggml_type_name(values));
+  if (!row_convertible(t.type))
+    fail_file(file.path(), "tensor '{}' has type {}, which --sparsity cannot read", t.name, ggml_type_name(t.type));
+  sparse.values = values;
+  const GgmlType type = sparse_type_number(sparse);
+  if (sparse_shape_problem(type, t.elements() / t.ne[0], t.ne[0]).empty()) return {&t, type, Outcome::converted};
+  return {&t, values, Outcome::fell_back};
+}
+
 // llama-quantize's rules: only matrices (*.weight of two or more dimensions) change type.
-TensorPlan plan_tensor(const GgufFile& file, const GgufTensorInfo& t, bool kept, GgmlType target) {
+TensorPlan plan_tensor(const GgufFile& file, const GgufTensorInfo& t, bool kept, const QuantizeOptions& options) {
   if (kept) return {&t, t.type, Outcome::kept};
   if (t.n_dims < 2 || !t.name.ends_with(".weight")) return {&t, t.type, Outcome::unchanged};
+  if (options.sparsity && is_block_projection(t.name))
+    return plan_sparse(file, t, *options.sparsity, options.type.value_or(t.type));
+  if (!options.type) return {&t, t.type, Outcome::unchanged};
+  const GgmlType target = *options.type;
   GgmlType type = target;
   // llama.cpp keeps the output layer (token_embd when the output is tied to it) at higher
   // precision under Q4_0: Q6_K where rows are whole 256-value super-blocks, else Q8_0. cpullm has
@@ -100,11 +120,12 @@ void release_input(const std::byte* begin, const std::byte* end) {
 
 // Metadata in the input's order, with general.file_type (and, for block formats,
 // general.quantization_version) describing the output; absent ones are appended, as llama.cpp does.
-void copy_metadata(const GgufFile& source, GgufWriter& writer, GgmlType target) {
+// Without a target type the matrices keep theirs, and so does general.file_type.
+void copy_metadata(const GgufFile& source, GgufWriter& writer, std::optional<GgmlType> target) {
   const bool block_format = target == GgmlType::Q8_0 || target == GgmlType::Q4_0;
   for (const auto& [key, value] : source.metadata()) {
-    if (key == "general.file_type") {
-      if (const auto file_type = llama_file_type(target)) writer.add_u32(key, *file_type);
+    if (key == "general.file_type" && target) {
+      if (const auto file_type = llama_file_type(*target)) writer.add_u32(key, *file_type);
     }
     else if (key == "general.quantization_version" && block_format) writer.add_u32(key, kQuantizationVersion);
     // The writer writes a non-default alignment itself, taking it from its constructor.
@@ -113,8 +134,8 @@ void copy_metadata(const GgufFile& source, GgufWriter& writer, GgmlType target) 
   }
   if (block_format && !source.find("general.quantization_version"))
     writer.add_u32("general.quantization_version", kQuantizationVersion);
-  if (!source.find("general.file_type") && llama_file_type(target))
-    writer.add_u32("general.file_type", *llama_file_type(target));
+  if (target && !source.find("general.file_type") && llama_file_type(*target))
+    writer.add_u32("general.file_type", *llama_file_type(*target));
 }
 
 }  // namespace
@@ -141,7 +162,7 @@ QuantizeSummary quantize_model(const std::string& input_path, const std::string&
   QuantizeSummary summary;
   uint64_t total = 0;
   for (std::size_t i = 0; i < source.tensors().size(); ++i) {
-    plans.push_back(plan_tensor(source, source.tensors()[i], kept[i], options.type));
+    plans.push_back(plan_tensor(source, source.tensors()[i], kept[i], options));
     total += source.tensors()[i].bytes;
     switch (plans.back().outcome) {
       case Outcome::converted: ++summary.converted; break;
@@ -153,12 +174,13 @@ QuantizeSummary quantize_model(const std::string& input_path, const std::string&
 
   GgufWriter writer(output_path, source.alignment());
   copy_metadata(source, writer, options.type);
+  if (options.sparsity) writer.add_string("cpullm.sparsity", sparsity_name(*options.sparsity));
   for (const TensorPlan& plan : plans)
     writer.add_tensor(plan.source->name, plan.type,
                       std::vector<int64_t>(plan.source->ne.begin(), plan.source->ne.begin() + plan.source->n_dims));
 
   // Each tensor goes through in chunks of whole rows of about a million values: copied where its
-  // type stays, else decoded to FP32 and encoded again, row by row.
+  // type stays, else decoded to FP32 and encoded again, row by row (sparse types: by row group).
   ProgressBar progress("quantize " + std::filesystem::path(output_path).filename().string(), total);
   std::vector<float> values;     // (rows in chunk * row length) the chunk in FP32
   std::vector<std::byte> bytes;  // the chunk encoded in the output type
@@ -168,7 +190,8 @@ QuantizeSummary quantize_model(const std::string& input_path, const std::string&
     const int64_t row = t.ne[0];
     const int64_t rows = t.elements() / row;
     const uint64_t in_row_bytes = row_bytes(t.type, row), out_row_bytes = row_bytes(plan.type, row);
-    const int64_t rows_per_chunk = std::max<int64_t>(1, (1 << 20) / row);
+    const int64_t group = ggml_type_traits(static_cast<uint32_t>(plan.type))->row_group;
+    const int64_t rows_per_chunk = std::max<int64_t>(1, (1 << 20) / row / group) * group;
     for (int64_t first = 0; first < rows; first += rows_per_chunk) {
       const int64_t n = std::min(rows_per_chunk, rows - first);
       const std::byte* in = t.data + first * in_row_bytes;
@@ -178,9 +201,13 @@ QuantizeSummary quantize_model(const std::string& input_path, const std::string&
         values.resize(n * row);
         bytes.resize(n * out_row_bytes);
 #pragma omp parallel for
-        for (int64_t r = 0; r < n; ++r) {
-          decode_row(t.type, in + r * in_row_bytes, values.data() + r * row, row);
-          encode_row(plan.type, values.data() + r * row, bytes.data() + r * out_row_bytes, row);
+        for (int64_t g = 0; g < n / group; ++g) {
+          for (int64_t r = g * group; r < (g + 1) * group; ++r)
+            decode_row(t.type, in + r * in_row_bytes, values.data() + r * row, row);
+          float* dense = values.data() + g * group * row;
+          std::byte* out = bytes.data() + g * group * out_row_bytes;
+          if (is_sparse(plan.type)) encode_sparse_rows(plan.type, dense, group, row, out);
+          else encode_row(plan.type, dense, out, row);
         }
         writer.write_data(bytes);
       }

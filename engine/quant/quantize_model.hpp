@@ -4,6 +4,7 @@
 // stays flat whatever the model's size.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,7 +14,12 @@
 namespace cpullm {
 
 struct QuantizeOptions {
-  GgmlType type = GgmlType::Q8_0;  // the matrices' new type: Q8_0, Q4_0, CPULLM_INT8_CHANNEL, F16 or BF16
+  // The matrices' new type: Q8_0, Q4_0, CPULLM_INT8_CHANNEL, F16 or BF16; none: they keep theirs.
+  std::optional<GgmlType> type = GgmlType::Q8_0;
+  // Top-K pruning of the blocks' projections (sparsify.hpp); their values keep the source's
+  // precision, or take `type` when that is F16 or BF16. Matrices whose shape the pattern cannot
+  // store stay dense (counted as fell back).
+  std::optional<SparseType> sparsity;
   // Tensors left at their source type and bytes: "first" / "last" (every tensor of the first /
   // last transformer block), "embeddings" (token_embd.weight), "output" (output.weight), or an
   // fnmatch glob over tensor names ("blk.*.ffn_down.weight"). Each must match some tensor.
@@ -24,7 +30,7 @@ struct QuantizeOptions {
 // How many tensors went which way, and the two files' sizes.
 struct QuantizeSummary {
   int converted = 0;  // matrices written at the requested type
-  int fell_back = 0;  // matrices written at another: F16 (rows not whole blocks) or Q8_0 (output layer under Q4_0)
+  int fell_back = 0;  // matrices written at another: F16 (rows not whole blocks), Q8_0 (output layer under Q4_0), dense (shape unfit for --sparsity)
   int kept = 0;       // tensors --keep left as they were
   int unchanged = 0;  // tensors that are not matrices (the norms), copied as they are
   uint64_t input_bytes = 0;

@@ -1,7 +1,16 @@
--- The cpullm results database, schema version 1. SQLite (WAL) by default, the same tables on
--- PostgreSQL. Written by `cpullm bench --db` and the sweep driver; read by reports and nightly.
--- Field names follow llama-bench's JSON wherever the meaning is the same.
-CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+-- The cpullm results database. SQLite (WAL) by default, the same tables on PostgreSQL.
+-- Written by `cpullm bench --db` and the sweep driver; read by reports and nightly.
+-- Field names follow llama-bench's JSON wherever the meaning is the same. docs/results-db.md
+-- describes every column.
+--
+-- The schema is this list of migrations, applied in order: a new database runs them all, an
+-- older one those above the highest version in schema_version (engine/results/schema.cpp).
+-- Change the schema by appending a migration, never by editing one that has shipped. The SQL
+-- is written for SQLite; on PostgreSQL INTEGER PRIMARY KEY becomes BIGSERIAL PRIMARY KEY,
+-- INTEGER BIGINT and REAL DOUBLE PRECISION (engine/results/backend_postgres.cpp).
+
+-- migration 1: runs, results, samples, regions.
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);  -- one row per migration applied
 
 -- One invocation of a command (bench, sweep, nightly, kernels).
 CREATE TABLE IF NOT EXISTS runs (
@@ -54,3 +63,13 @@ CREATE TABLE IF NOT EXISTS regions (
   bytes         REAL NOT NULL,
   counters_json TEXT                   -- hardware counters where available, else why not
 );
+
+-- migration 2: cpullm bench's placement, prefetch and test_time; a case name unique within its
+-- run (what --resume skips by); indexes for the lookups every writer and report makes.
+ALTER TABLE results ADD COLUMN placement TEXT;    -- NUMA weight placement: first-touch | interleave | replicate | shard
+ALTER TABLE results ADD COLUMN prefetch INTEGER;  -- 1: the next layer's weights prefetched while this one computes
+ALTER TABLE results ADD COLUMN test_time TEXT;    -- ISO 8601 UTC when the point ran (llama-bench's test_time)
+CREATE UNIQUE INDEX IF NOT EXISTS results_run_case ON results (run_id, case_name);
+CREATE INDEX IF NOT EXISTS samples_result ON samples (result_id);
+CREATE INDEX IF NOT EXISTS regions_result ON regions (result_id);
+CREATE INDEX IF NOT EXISTS runs_unfinished ON runs (kind, finished_at);  -- not on command: PostgreSQL caps an index entry at ~2.7 kB

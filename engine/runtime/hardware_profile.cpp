@@ -45,7 +45,60 @@ std::string text_field(const std::string& path, const json& root, const char* fi
   return root.at(field).get<std::string>();
 }
 
+// "recommendations": [{"setting": "vm.swappiness", "value": "1", "why": "..."}, ...]
+std::vector<Recommendation> recommendations(const std::string& path, const json& root) {
+  if (!root.contains("recommendations") || !root.at("recommendations").is_array())
+    fail_file(path, "field \"recommendations\" must be an array of {{\"setting\", \"value\", \"why\"}}");
+  std::vector<Recommendation> out;
+  for (const json& entry : root.at("recommendations")) {
+    const std::string where = fmt::format("recommendations[{}]", out.size());
+    if (!entry.is_object()) fail_file(path, "field \"{}\" must be an object", where);
+    for (const char* key : {"setting", "value", "why"})
+      if (!entry.contains(key) || !entry.at(key).is_string() || entry.at(key).get<std::string>().empty())
+        fail_file(path, "field \"{}\" has no \"{}\" string", where, key);
+    Recommendation r{entry.at("setting").get<std::string>(), entry.at("value").get<std::string>(),
+                     entry.at("why").get<std::string>()};
+    const auto& known = recommendation_settings();
+    if (std::find(known.begin(), known.end(), r.setting) == known.end())
+      fail_file(path, "field \"{}\": unknown setting \"{}\" (known: {})", where, r.setting, fmt::join(known, ", "));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 }  // namespace
+
+const std::vector<std::string>& recommendation_settings() {
+  static const std::vector<std::string> settings{"isolation", "vm.swappiness", "transparent_hugepage", "governor",
+                                                 "boost", "numa_balancing", "smt"};
+  return settings;
+}
+
+const std::vector<std::pair<const char*, Figure HardwareProfile::*>>& profile_figure_fields() {
+  using P = HardwareProfile;
+  static const std::vector<std::pair<const char*, Figure P::*>> fields{
+      {"base_clock_ghz", &P::base_clock_ghz},
+      {"turbo_clock_ghz", &P::turbo_clock_ghz},
+      {"fp32_flops_per_cycle_per_core", &P::fp32_flops_per_cycle},
+      {"int8_ops_per_cycle_per_core", &P::int8_ops_per_cycle},
+      {"memory_channels_per_package", &P::memory_channels},
+      {"memory_speed_mts", &P::memory_speed_mts},
+      {"memory_bandwidth_gbs_per_package", &P::memory_bandwidth_gbs},
+      {"memory_bandwidth_measured_gbs_per_package", &P::memory_bandwidth_measured_gbs},
+      {"memory_gib_per_package", &P::memory_per_package_gib},
+      {"socket_link_gbs_per_package", &P::socket_link_gbs},
+      {"tdp_watts_per_package", &P::tdp_watts},
+      {"idle_watts_per_package", &P::idle_watts},
+      {"price_usd_per_package", &P::price_usd},
+      {"price_used_usd_per_package", &P::used_price_usd}};
+  return fields;
+}
+
+std::vector<std::pair<const char*, const Figure*>> profile_figures(const HardwareProfile& profile) {
+  std::vector<std::pair<const char*, const Figure*>> figures;
+  for (const auto& [field, member] : profile_figure_fields()) figures.emplace_back(field, &(profile.*member));
+  return figures;
+}
 
 HardwareProfile read_hardware_profile(const std::string& path) {
   std::ifstream in(path);
@@ -68,14 +121,10 @@ HardwareProfile read_hardware_profile(const std::string& path) {
   if (std::find(levels.begin(), levels.end(), p.isa.value) == levels.end())
     fail_file(path, "field \"isa\": \"{}\" is not scalar, avx2, avx512 or detect", p.isa.value);
   p.isa_detail = text_figure(path, root, "isa_detail");
-  p.base_clock_ghz = number_figure(path, root, "base_clock_ghz");
-  p.turbo_clock_ghz = number_figure(path, root, "turbo_clock_ghz");
-  p.memory_channels = number_figure(path, root, "memory_channels_per_package");
-  p.memory_speed_mts = number_figure(path, root, "memory_speed_mts");
-  p.memory_bandwidth_gbs = number_figure(path, root, "memory_bandwidth_gbs_per_package");
-  p.memory_per_package_gib = number_figure(path, root, "memory_gib_per_package");
-  p.tdp_watts = number_figure(path, root, "tdp_watts_per_package");
-  p.price_usd = number_figure(path, root, "price_usd_per_package");
+  p.caches = text_figure(path, root, "caches");
+  // The numeric figures, each read under the name profile_figures gives it.
+  for (const auto& [field, member] : profile_figure_fields()) p.*member = number_figure(path, root, field);
+  p.recommendations = recommendations(path, root);
   return p;
 }
 

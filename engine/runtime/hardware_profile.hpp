@@ -1,6 +1,6 @@
 // Hardware profiles: JSON files (tuning/profiles/*.json) describing a machine: its topology,
 // ISA, clocks, memory, TDP and price, every figure with its source next to it. The engine reads
-// them by path and knows nothing of tuning/; docs/topology.md describes the format.
+// them by path and knows nothing of tuning/; docs/topology.md and docs/tuning.md describe the format.
 #pragma once
 #include <filesystem>
 #include <optional>
@@ -23,6 +23,17 @@ struct TextFigure {
   std::string source;
 };
 
+// One OS setting the profile recommends for its box; `cpullm tune` checks it against the OS.
+struct Recommendation {
+  std::string setting;  // one of recommendation_settings(), e.g. "vm.swappiness"
+  std::string value;    // the recommended value, e.g. "1"; "any" or "n/a" where it does not matter
+  std::string why;      // the reason, printed next to the check
+};
+
+// The settings a profile may recommend: isolation (housekeeping cores per node, the rest isolated),
+// vm.swappiness, transparent_hugepage, governor, boost, numa_balancing, smt.
+const std::vector<std::string>& recommendation_settings();
+
 struct HardwareProfile {
   std::string path;         // the file it was read from
   std::string name;         // e.g. "e5-4627v4"; the file is NAME.json
@@ -30,15 +41,28 @@ struct HardwareProfile {
   TextFigure topology;      // "detect" (hwloc on this machine) or an hwloc synthetic description
   TextFigure isa;           // the best kernel level: "scalar", "avx2", "avx512", or "detect" (CPUID)
   TextFigure isa_detail;    // the instruction-set extensions that matter here, in words
+  TextFigure caches;        // L1d, L2, L3 sizes in words ("detect" for host)
   Figure base_clock_ghz;    // all-core base clock
   Figure turbo_clock_ghz;   // maximum single-core turbo
+  Figure fp32_flops_per_cycle;  // per core: the FP32 compute roof is cores x clock x this
+  Figure int8_ops_per_cycle;    // per core: the int8 dot-product roof (Q8_0, Q4_0, INT8 weights)
   Figure memory_channels;   // per package
   Figure memory_speed_mts;  // DIMM transfer rate, MT/s
-  Figure memory_bandwidth_gbs;  // per package, GB/s (10^9 bytes): theoretical, or measured where the source says so
+  Figure memory_bandwidth_gbs;  // per package, GB/s (10^9 bytes): theoretical
+  Figure memory_bandwidth_measured_gbs;  // per package, GB/s: measured (STREAM-like read), where known
   Figure memory_per_package_gib;  // installed memory per package
+  Figure socket_link_gbs;   // per package, GB/s each way to the other packages (QPI/UPI/xGMI)
   Figure tdp_watts;         // per package
-  Figure price_usd;         // per package (one CPU)
+  Figure idle_watts;        // per package
+  Figure price_usd;         // per package (one CPU), new
+  Figure used_price_usd;    // per package, second-hand
+  std::vector<Recommendation> recommendations;  // OS settings for this box
 };
+
+// The numeric figures in file order, as (JSON field name, member): one table for reading and printing.
+const std::vector<std::pair<const char*, Figure HardwareProfile::*>>& profile_figure_fields();
+// The same, as (field name, figure) of one profile: what `topo` prints.
+std::vector<std::pair<const char*, const Figure*>> profile_figures(const HardwareProfile& profile);
 
 // Reads and checks a profile: an error names the file and the field.
 HardwareProfile read_hardware_profile(const std::string& path);

@@ -2,32 +2,13 @@
 
 #include <algorithm>
 #include <fmt/format.h>
-#include <numeric>
 
 #include "engine/format/gguf.hpp"
+#include "engine/runtime/row_split.hpp"
 #include "engine/util/error.hpp"
 
 namespace cpullm {
 namespace {
-
-// `total` split into parts proportional to `weights` (not all zero): floors, then the leftover
-// units to the largest remainders, ties to the lowest index. With equal weights the first
-// total % n parts get one more, which is how OpenMP's schedule(static) splits a loop.
-std::vector<int64_t> split_proportionally(int64_t total, const std::vector<int64_t>& weights) {
-  const int64_t sum = std::accumulate(weights.begin(), weights.end(), int64_t{0});
-  std::vector<int64_t> parts(weights.size()), remainders(weights.size());
-  int64_t given = 0;
-  for (std::size_t i = 0; i < weights.size(); ++i) {
-    parts[i] = total / sum * weights[i] + total % sum * weights[i] / sum;  // no overflow for huge totals
-    remainders[i] = total % sum * weights[i] % sum;
-    given += parts[i];
-  }
-  std::vector<std::size_t> order(weights.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return remainders[a] > remainders[b]; });
-  for (std::size_t i = 0; given < total; ++i, ++given) ++parts[order[i]];
-  return parts;
-}
 
 uint64_t row_bytes(const TensorSize& t) { return t.bytes / static_cast<uint64_t>(t.rows); }
 

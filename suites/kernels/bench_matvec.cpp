@@ -3,6 +3,7 @@
 // bytes/s counts the weight bytes read: the figure to hold against bench_memory's read roof.
 #include <benchmark/benchmark.h>
 
+#include <string>
 #include <vector>
 
 #include "engine/kernels/matvec.hpp"
@@ -50,6 +51,53 @@ void Cases(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_Matvec)->Name("matvec")->Apply(Cases)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// One decode layer's projections that share an input, as separate matvecs (one fork/join and
+// one activation quantization each) or as matvec_group (one for the lot): TinyLlama-1.1B's
+// q, k, v (2048, 256, 256 rows of 2048) then gate, up (5632, 5632 rows of 2048).
+// Arguments: weight type, ISA, 1 for matvec_group.
+void BM_MatvecGroup(benchmark::State& state) {
+  const auto type = static_cast<GgmlType>(state.range(0));
+  const auto isa = static_cast<Isa>(state.range(1));
+  const bool grouped = state.range(2) != 0;
+  if (!cpullm::cpu_supports(isa)) {
+    state.SkipWithError("this CPU lacks the ISA");
+    return;
+  }
+  const std::vector<std::vector<int64_t>> groups = {{2048, 256, 256}, {5632, 5632}};  // rows of each group's matrices
+  std::vector<Weights> weights;
+  std::vector<std::vector<float>> outputs;
+  int64_t bytes = 0;
+  for (const auto& group : groups)
+    for (int64_t rows : group) {
+      weights.push_back(random_weights(type, rows, 2048));
+      outputs.emplace_back(rows);
+      bytes += static_cast<int64_t>(weights.back().storage.size());
+    }
+  std::vector<float> x(2048, 0.5f);
+  for (auto _ : state) {
+    std::size_t i = 0;
+    for (const auto& group : groups) {
+      std::vector<cpullm::MatvecTask> tasks;
+      for (std::size_t k = 0; k < group.size(); ++k, ++i) tasks.push_back({outputs[i].data(), &weights[i].matrix});
+      if (grouped) cpullm::matvec_group(tasks, x.data(), isa);
+      else
+        for (const auto& task : tasks) cpullm::matvec(task.y, *task.w, x.data(), isa);
+    }
+    benchmark::DoNotOptimize(outputs.data());
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+  state.SetLabel(std::string(cpullm::ggml_type_name(type)) + " " + std::string(cpullm::isa_name(isa)) +
+                 (grouped ? " matvec_group" : " separate"));
+}
+
+void GroupCases(benchmark::internal::Benchmark* b) {
+  for (auto type : {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0})
+    for (Isa isa : {Isa::Avx2, Isa::Avx512})
+      for (int grouped : {0, 1}) b->Args({static_cast<int64_t>(type), static_cast<int64_t>(isa), grouped});
+}
+
+BENCHMARK(BM_MatvecGroup)->Name("matvec_group")->Apply(GroupCases)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "suites/kernels/thread_counts.hpp"
+
 namespace {
 
 constexpr int64_t kBytes = int64_t{1} << 30;  // per array: 1 GiB, far beyond any L3
@@ -55,10 +57,7 @@ void BM_Triad(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * 3 * kBytes);  // two reads and a write per element
 }
 
-void Threads(benchmark::internal::Benchmark* b) {
-  for (int t = 1; t <= omp_get_max_threads(); t *= 2) b->Arg(t);
-  if ((omp_get_max_threads() & (omp_get_max_threads() - 1)) != 0) b->Arg(omp_get_max_threads());
-}
+void Threads(benchmark::internal::Benchmark* b) { cpullm::bench::apply_thread_counts(b); }
 
 BENCHMARK(BM_ReadBandwidth)->Name("memory_read")->Apply(Threads)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Triad)->Name("memory_triad")->Apply(Threads)->UseRealTime()->Unit(benchmark::kMillisecond);

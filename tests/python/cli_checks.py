@@ -2,6 +2,9 @@
 'cpullm: error:' expectation, and a runner that reports every check and ends with the
 'N passed, N failed, N skipped' line. A check returns None (pass), a note (pass, printed) or a
 string starting with 'skip'."""
+import argparse
+import os
+import shutil
 import subprocess
 
 CHECKS = []
@@ -27,6 +30,25 @@ def expect_error(args, *fragments):
     assert last.startswith("cpullm: error: "), f"{args}: stderr {proc.stderr!r}"
     for fragment in fragments:
         assert fragment in last, f"{args}: {fragment!r} not in {last!r}"
+
+
+def parse_context(description):
+    """The arguments every CLI test takes, --cpullm and --workdir (emptied, then created): the
+    namespace the checks get as their context."""
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cpullm", required=True)
+    ap.add_argument("--workdir", required=True)
+    ctx = ap.parse_args()
+    shutil.rmtree(ctx.workdir, ignore_errors=True)
+    os.makedirs(ctx.workdir)
+    return ctx
+
+
+def write_tiny_model(cpullm, path, dtype="f32", context=512):
+    """A 2-layer synthetic model (dim 64, 4 heads, 2 KV heads, vocabulary 1000): any command
+    runs on it in well under a second."""
+    run([cpullm, "gen-model", "--shape", "custom", "--layers", "2", "--dim", "64", "--ffn", "128", "--heads", "4",
+         "--kv-heads", "2", "--vocab", "1000", "--ctx", str(context), "--dtype", dtype, "-o", path])
 
 
 def run_checks(ctx):

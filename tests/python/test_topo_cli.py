@@ -8,13 +8,12 @@ one 'cpullm: error:' line and exit status 1.
 
 Usage: test_topo_cli.py --cpullm BIN --workdir DIR
 """
-import argparse
 import json
 import os
 import shutil
 import sys
 
-from cli_checks import check, expect_error, run, run_checks
+from cli_checks import check, expect_error, parse_context, run, run_checks
 
 
 def topo_json(ctx, *args):
@@ -143,11 +142,7 @@ def bad_input(ctx):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cpullm", required=True)
-    ap.add_argument("--workdir", required=True)
-    ctx = ap.parse_args()
-    os.makedirs(ctx.workdir, exist_ok=True)
+    ctx = parse_context(__doc__)
     ctx.profiles = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tuning", "profiles")
     return run_checks(ctx)
 

@@ -13,6 +13,7 @@
 #include "engine/kernels/quant_formats.hpp"
 #include "engine/kernels/row_convert.hpp"
 #include "engine/kernels/ops.hpp"
+#include "engine/util/error.hpp"
 #include "engine/util/half.hpp"
 
 namespace cpullm {
@@ -123,6 +124,73 @@ TEST(Matvec, SameResultForAnyThreadCount) {
   matvec(two.data(), m.view, x.data());
   omp_set_num_threads(threads);
   EXPECT_EQ(one, two);  // each row is one thread's sequential work: bitwise equal
+}
+
+// A group mixes formats and sizes so that the threads' split of the concatenated rows falls
+// inside matrices and across their ends; each output must be matvec's, bit for bit.
+TEST(MatvecGroup, EqualsOneMatvecPerMatrixAtEveryIsaAndThreadCount) {
+  std::mt19937 rng(4);
+  std::vector<Matrix> matrices;
+  for (auto [type, rows] : {std::pair{GgmlType::Q4_0, 5}, {GgmlType::Q8_0, 7}, {GgmlType::F16, 3},
+                            {GgmlType::CPULLM_INT8_CHANNEL, 1}, {GgmlType::Q4_0, 33}})
+    matrices.push_back(random_matrix(type, rows, 96, rng));
+  std::vector<float> x(96);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  for (float& v : x) v = dist(rng);
+  const int threads = omp_get_max_threads();
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    if (!cpu_supports(isa)) continue;
+    for (int t : {1, 2, 3}) {
+      omp_set_num_threads(t);
+      std::vector<std::vector<float>> grouped, single;
+      std::vector<MatvecTask> tasks;
+      for (const Matrix& m : matrices) {
+        grouped.emplace_back(m.view.rows, -1.0f);
+        single.emplace_back(m.view.rows);
+      }
+      for (std::size_t i = 0; i < matrices.size(); ++i) tasks.push_back({grouped[i].data(), &matrices[i].view});
+      matvec_group(tasks, x.data(), isa);
+      for (std::size_t i = 0; i < matrices.size(); ++i) {
+        matvec(single[i].data(), matrices[i].view, x.data(), isa);
+        EXPECT_EQ(grouped[i], single[i]) << isa_name(isa) << ", " << t << " threads, matrix " << i;
+      }
+    }
+  }
+  omp_set_num_threads(threads);
+}
+
+TEST(MatvecGroup, RefusesMatricesOfDifferentWidths) {
+  std::mt19937 rng(5);
+  Matrix a = random_matrix(GgmlType::F32, 2, 64, rng), b = random_matrix(GgmlType::F32, 2, 65, rng);
+  std::vector<float> x(65), ya(2), yb(2);
+  const MatvecTask tasks[] = {{ya.data(), &a.view}, {yb.data(), &b.view}};
+  EXPECT_THROW(matvec_group(tasks, x.data()), Error);
+  matvec_group({}, x.data());  // an empty group is nothing to do
+}
+
+// Q4_0's SIMD kernels take the nibbles unsigned and subtract 8 * sum(a) per block: weights at
+// the ends of their range (nibbles 0 and 15) against activations at +-127 must still give the
+// reference's exact block sums.
+TEST(Matvec, Q4_0ExtremeNibblesAndActivationsMatchReference) {
+  std::mt19937 rng(6);
+  const int64_t rows = 9, cols = 160;  // 5 blocks: an odd one for the AVX-512 pairs
+  std::vector<BlockQ4_0> blocks(rows * cols / kQuantBlock);
+  for (BlockQ4_0& block : blocks) {
+    block.scale = fp32_to_fp16(0.5f);
+    for (uint8_t& byte : block.nibbles) byte = static_cast<uint8_t>((rng() % 2 ? 0x0f : 0x00) | (rng() % 2 ? 0xf0 : 0x00));
+  }
+  const WeightMatrix w{reinterpret_cast<const std::byte*>(blocks.data()), GgmlType::Q4_0, rows, cols};
+  std::vector<float> x(cols);
+  for (float& v : x) v = rng() % 2 ? 1.0f : -1.0f;  // every block's amax: quantized to exactly +-127
+  std::vector<float> reference(rows), fast(rows);
+  matvec_reference(reference.data(), w, x.data());
+  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+    if (!cpu_supports(isa)) continue;
+    matvec(fast.data(), w, x.data(), isa);
+    // Every block sum is exact on every ISA; only their FP32 sum's order may differ, within
+    // cols * 2^-24 * sum|w.a| where |w| <= 4 (0.5 * 8) and |a| = 1.
+    for (int64_t r = 0; r < rows; ++r) EXPECT_NEAR(fast[r], reference[r], cols * 0x1.0p-24 * cols * 4) << isa_name(isa);
+  }
 }
 
 TEST(Matvec, RefusesTypesWithoutAKernel) {

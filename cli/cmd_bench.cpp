@@ -1,0 +1,332 @@
+// cpullm bench: llama-bench's flags, meanings and outputs, plus cpullm's dimensions (ISA,
+// attention tile, binding, placement, KV type, sequences), latency metrics, the results
+// database, named workloads, and two scenarios: load (Poisson arrivals against continuous
+// batching) and multi-process sharing. docs/bench.md describes every flag and field.
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "cli/commands.hpp"
+#include "cli/config_file.hpp"
+#include "engine/bench/bench_db.hpp"
+#include "engine/bench/bench_plan.hpp"
+#include "engine/bench/bench_record.hpp"
+#include "engine/bench/bench_runner.hpp"
+#include "engine/bench/llama_numa.hpp"
+#include "engine/bench/load_scenario.hpp"
+#include "engine/bench/multiprocess.hpp"
+#include "engine/bench/reporters.hpp"
+#include "engine/bench/value_lists.hpp"
+#include "engine/bench/workloads.hpp"
+#include "engine/results/results_db.hpp"
+#include "engine/util/error.hpp"
+
+namespace cpullm::cli {
+namespace {
+
+// The flags as given: lists stay text until parse_int_list / parse_word_list read them, so
+// every list flag accepts llama-bench's commas, ranges and repetition (-n 16 -n 32).
+struct BenchOptions {
+  std::vector<std::string> models, n_prompt{"512"}, n_gen{"128"}, prompt_gen, threads{"0"}, n_batch{"512"},
+      n_seq{"1"}, isa, attn_tile{"64x64"}, binding{"none"}, placement{"first-touch"}, kv_type{"f32"},
+      prefetch{"0"};
+  int repetitions = 5;
+  std::string output = "md";
+  std::string numa;
+  std::string cpuset;
+  int housekeeping = 0;
+  bool cold = false;
+  double inject_delay_ms = 0;
+  std::string workload;
+  std::string workloads_file = default_workloads_path();
+  std::string workload_dir = "models/workloads";
+  std::string db;
+  std::optional<int64_t> resume_id;
+  bool resume = false;
+  std::string command;  // the command line, for the results database
+  std::string config_file;  // --config
+  // The load scenario (--load) and the multi-process scenario (--processes N).
+  bool load = false;
+  std::vector<std::string> rates{"1"};
+  int requests = 16;
+  uint64_t seed = 42;
+  LoadBounds bounds;
+  bool search_rate = false;
+  int search_steps = 4;
+  int processes = 0;
+};
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string text;
+  for (const auto& item : items) text += (text.empty() ? "" : ",") + item;
+  return text;
+}
+
+std::vector<int64_t> ints(const std::vector<std::string>& given, const std::string& flag, int64_t min, int64_t max) {
+  return parse_int_list(joined(given), flag, min, max);
+}
+
+// A workload fills in the model and the lengths the command line did not give.
+void apply_workload(BenchOptions& o, const CLI::App& command) {
+  const Workload w = find_workload(o.workloads_file, o.workload);
+  std::fprintf(stderr, "cpullm: bench: workload %s: %s\n", w.name.c_str(), w.description.c_str());
+  auto given = [&](const char* flag) { return command.count(flag) > 0; };
+  if (!given("--model")) o.models = {ensure_workload_model(w, o.workload_dir)};
+  if (!given("--n-prompt") && !given("--n-gen") && !given("--pg")) {  // one test: pp, tg or pp+tg
+    const bool both = w.n_prompt > 0 && w.n_gen > 0;
+    o.n_prompt = {std::to_string(both ? 0 : w.n_prompt)};
+    o.n_gen = {std::to_string(both ? 0 : w.n_gen)};
+    o.prompt_gen.clear();
+    if (both) o.prompt_gen.push_back(fmt::format("{},{}", w.n_prompt, w.n_gen));
+  }
+  if (!given("--np")) o.n_seq = {std::to_string(w.n_seq)};
+  if (!given("--batch-size")) o.n_batch = {std::to_string(w.n_batch)};
+  if (!given("--repetitions")) o.repetitions = w.repetitions;
+  if (!given("--kv-type")) o.kv_type = {w.kv_type};
+}
+
+BenchParams bench_params(const BenchOptions& o) {
+  BenchParams p;
+  p.models = parse_word_list(joined(o.models), "-m");
+  p.n_prompt = ints(o.n_prompt, "-p", 0, 1 << 20);
+  p.n_gen = ints(o.n_gen, "-n", 0, 1 << 20);
+  for (const auto& pg : o.prompt_gen) p.prompt_gen.push_back(parse_prompt_gen_pair(pg));
+  p.threads = ints(o.threads, "-t", 0, 4096);
+  p.n_batch = ints(o.n_batch, "-b", 1, 1 << 20);
+  p.n_seq = ints(o.n_seq, "-np", 1, 4096);
+  p.isa = o.isa.empty() ? std::vector<std::string>{""}  // "": the best level this CPU has
+                        : parse_word_list(joined(o.isa), "--isa", {"scalar", "avx2", "avx512"});
+  p.attn_tile = parse_word_list(joined(o.attn_tile), "--attn-tile");
+  p.binding = parse_word_list(joined(o.binding), "--bind", {"none", "compact", "scatter", "numa"});
+  p.placement = parse_word_list(joined(o.placement), "--placement", {"first-touch", "interleave", "replicate", "shard"});
+  p.kv_type = parse_word_list(joined(o.kv_type), "--kv-type", {"f32", "f16", "bf16"});
+  p.prefetch = ints(o.prefetch, "--prefetch", 0, 1);
+  p.cpuset = o.cpuset;
+  p.housekeeping = o.housekeeping;
+  p.repetitions = o.repetitions;
+  p.cold = o.cold;
+  p.inject_delay_ms = o.inject_delay_ms;
+  if (!o.numa.empty()) {  // llama-bench's --numa replaces the binding, CPU set and placement
+    const NumaMapping mapping = map_llama_numa(o.numa, detect_topology());
+    p.numa = o.numa;
+    p.binding = {mapping.binding};
+    p.placement = {mapping.placement};
+    p.cpuset = mapping.cpuset;
+  }
+  for (const auto& tile : p.attn_tile) parse_attention_tiles(tile);  // an Error now, not after an hour of points
+  return p;
+}
+
+// The results database's run for this command: a new one, or with --resume the unfinished one.
+struct DbRun {
+  std::unique_ptr<ResultsDb> db;
+  int64_t run_id = 0;
+  std::set<std::string> done;  // case names already stored (resumed runs)
+};
+
+DbRun open_db_run(const BenchOptions& o) {
+  DbRun run;
+  if (o.db.empty()) {
+    if (o.resume) fail("--resume needs --db: the results database holds the unfinished run");
+    return run;
+  }
+  run.db = std::make_unique<ResultsDb>(o.db);
+  run.run_id = o.resume ? resume_run(*run.db, "bench", o.command, o.resume_id) : run.db->begin_run("bench", o.command);
+  run.done = run.db->completed_cases(run.run_id);
+  if (!run.done.empty())
+    std::fprintf(stderr, "cpullm: bench: resuming run %ld: %zu points already stored\n", static_cast<long>(run.run_id),
+                 run.done.size());
+  return run;
+}
+
+// The command line as given (before prepare_arguments respells it), for the database's runs.command.
+std::string& bench_command_line() {
+  static std::string text;
+  return text;
+}
+
+// --load: the configuration's model serves requests at each --rate, then (--search-rate) at
+// the rates the search probes. Every run is one record.
+void run_load_scenario(const BenchOptions& o, const BenchPoint& point, DbRun& db) {
+  const HostInfo host = detect_host();
+  const MachineState machine = apply_machine_settings(point);
+  const std::unique_ptr<Model> model = load_model(point);
+  const ModelFacts facts = describe_model(model->file());
+  const std::unique_ptr<Reporter> reporter = make_reporter(o.output, stdout, load_markdown_columns(), "load_test");
+  LoadSettings settings;
+  settings.requests = o.requests;
+  settings.n_prompt = point.n_prompt;
+  settings.n_gen = point.n_gen;
+  settings.n_batch = point.n_batch;
+  settings.seed = o.seed;
+  std::map<double, Record> measured;  // by rate: the search does not repeat a --rate already run
+  auto run_at = [&](double rate) {
+    if (measured.contains(rate)) return measured[rate];
+    settings.rate = rate;
+    std::fprintf(stderr, "cpullm: bench: load at %.4g requests/s (%d requests)\n", rate, o.requests);
+    const Record record = load_record(point, machine, facts, settings, run_load(*model, settings), o.bounds, host);
+    reporter->add(record);
+    if (db.db) db.db->add_result(db.run_id, result_record(record, "load"));
+    return measured[rate] = record;
+  };
+  std::vector<double> rates;
+  for (const auto& text : o.rates) {
+    try {
+      rates.push_back(std::stod(text));
+    } catch (const std::exception&) {
+      fail("--rate: '{}' is not a number of requests per second", text);
+    }
+    if (!(rates.back() > 0)) fail("--rate: {} is not a positive rate", text);
+  }
+  for (double rate : rates) run_at(rate);
+  if (o.search_rate) {
+    if (!o.bounds.given()) fail("--search-rate needs --ttft-bound-ms and/or --tpot-bound-ms");
+    std::optional<Record> best;  // the highest passing run
+    const double max_rate = find_max_rate([&](double rate) {
+      const Record record = run_at(rate);
+      const bool met = load_meets_bounds(record, o.bounds);
+      if (met && (!best || rate > (*best)["rate"].get<double>())) best = record;
+      return met;
+    }, rates.front(), o.search_steps);
+    std::fprintf(stderr, "cpullm: bench: highest rate meeting p99 TTFT <= %g ms and p99 TPOT <= %g ms: %.4g requests/s\n",
+                 o.bounds.ttft_p99_ms, o.bounds.tpot_p99_ms, max_rate);
+    if (best) {  // the answer as its own record: the run at that rate, named for it
+      (*best)["test"] = "load-max-rate";
+      (*best)["case_name"] = "max-rate/" + (*best)["case_name"].get<std::string>();
+      reporter->add(*best);
+      if (db.db) db.db->add_result(db.run_id, result_record(*best, "load"));
+    }
+  }
+  reporter->finish();
+}
+
+// --processes N: N processes generate on the model at once; their memory is read while they run.
+void run_sharing_scenario(const BenchOptions& o, const BenchPoint& point, DbRun& db) {
+  SharingSettings settings;
+  settings.cpullm = std::filesystem::read_symlink("/proc/self/exe").string();
+  settings.model = point.model;
+  settings.processes = o.processes;
+  settings.threads = std::max(1, point.threads);
+  const SharingResult result = run_shared_processes(settings);
+  const Record record = sharing_record(point, settings, result, describe_model(GgufFile(point.model)), detect_host());
+  std::fprintf(stderr, "cpullm: bench: %d processes: sharing saves %.1f%% of their memory (%.1f%% of the model's "
+               "pages); the seed claimed 40%%\n", o.processes, result.saved_fraction * 100, result.model_saved_fraction * 100);
+  const std::unique_ptr<Reporter> reporter = make_reporter(o.output, stdout, sharing_markdown_columns(), "multiproc_test");
+  reporter->add(record);
+  reporter->finish();
+  if (db.db) db.db->add_result(db.run_id, result_record(record, "multiproc"));
+}
+
+void run_bench(BenchOptions& o, const CLI::App& command) {
+  if (!o.workload.empty()) apply_workload(o, command);
+  if (o.models.empty()) fail("bench: give a model with -m FILE (or a --workload NAME)");
+  if (o.load && o.processes) fail("--load and --processes are separate scenarios: give one");
+  BenchParams params = bench_params(o);
+  if (o.load) {  // requests have both a prompt and a generation: -pg's first pair
+    if (params.prompt_gen.size() != 1) fail("--load needs the request lengths as one -pg PROMPT,GEN (or a --workload)");
+    params.n_prompt.clear();
+    params.n_gen.clear();
+  }
+  const std::vector<BenchPoint> points = expand_points(params);
+  if (points.empty()) fail("bench: nothing to run: every -p and -n is 0 and no -pg is given");
+  if (o.load && points.size() != 1)
+    fail("--load runs one configuration, but the flags give {}: one value per flag", points.size());
+
+  DbRun db = open_db_run(o);
+  if (o.load || o.processes) {
+    if (o.resume) fail("--resume continues point sweeps; a scenario run starts afresh");
+    if (o.load) run_load_scenario(o, points.front(), db);
+    else run_sharing_scenario(o, points.front(), db);
+    if (db.db) db.db->finish_run(db.run_id);
+    return;
+  }
+  const std::unique_ptr<Reporter> reporter = make_reporter(o.output, stdout, point_markdown_columns(points), "test");
+  const HostInfo host = detect_host();
+  std::set<std::string> printed_notes;  // each note once, not once per point
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const BenchPoint& point = points[i];
+    if (db.done.contains(point.case_name())) continue;
+    std::fprintf(stderr, "cpullm: bench: point %zu/%zu: %s %s\n", i + 1, points.size(), point.model.c_str(),
+                 point.case_name().c_str());
+    const PointMeasurement measurement = run_point(point);
+    for (const auto& note : measurement.machine.notes)
+      if (printed_notes.insert(note).second) std::fprintf(stderr, "cpullm: note: %s\n", note.c_str());
+    const Record record = point_record(point, measurement, host);
+    reporter->add(record);
+    if (db.db) db.db->add_result(db.run_id, result_record(record, point.n_gen == 0 ? "pp" : point.n_prompt == 0 ? "tg" : "pg"));
+  }
+  reporter->finish();
+  if (db.db) db.db->finish_run(db.run_id);
+}
+
+}  // namespace
+
+std::vector<std::string> prepare_arguments(int argc, const char* const* argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  if (args.size() < 2 || args[1] != "bench") return args;
+  bench_command_line() = command_line(argc, argv);
+  for (std::string& arg : args)
+    if (arg == "-pg" || arg == "-np") arg = "-" + arg;
+  return args;
+}
+
+void register_bench(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* command = app.add_subcommand("bench", "Benchmark like llama-bench: every combination of the flags' values");
+  add_config_option(*command, o->config_file);
+  command->footer("LIST flags take comma lists and ranges first-last, first-last+step, first-last*factor "
+                  "(e.g. -p 64-512*2), or the flag repeated; every combination is run. See docs/bench.md.");
+  auto list = [&](const std::string& name, std::vector<std::string>& values, const std::string& help) {
+    command->add_option(name, values, help)->type_name("LIST")->capture_default_str();
+  };
+  list("-m,--model", o->models, "GGUF model files");
+  list("-p,--n-prompt", o->n_prompt, "Prompt tokens: prompt-processing tests");
+  list("-n,--n-gen", o->n_gen, "Generated tokens: text-generation tests");
+  command->add_option("--pg", o->prompt_gen, "PROMPT,GEN: prompt then generation in one test (also spelled -pg)");
+  list("-t,--threads", o->threads, "Threads (0: all cores)");
+  list("-b,--batch-size", o->n_batch, "Prompt tokens per forward call");
+  list("--np", o->n_seq, "Concurrent sequences (also spelled -np)");
+  command->add_option("-r,--repetitions", o->repetitions, "Repetitions of each test")->check(CLI::Range(1, 1000000000))->capture_default_str();
+  command->add_option("-o,--output", o->output, "Output format on stdout")
+      ->check(CLI::IsMember({"md", "csv", "json", "jsonl", "sql"}))->capture_default_str();
+  command->add_option("--numa", o->numa, "llama-bench's NUMA mode, mapped onto --bind/--cpuset/--placement")
+      ->check(CLI::IsMember({"distribute", "isolate", "numactl"}));
+  list("--isa", o->isa, "Kernel levels: scalar, avx2, avx512 (default: the best this CPU has)");
+  list("--attn-tile", o->attn_tile, "Prompt attention tiles, QUERIESxKEYS");
+  list("--bind", o->binding, "Thread binding: none, compact, scatter, numa");
+  command->add_option("--cpuset", o->cpuset, "CPUs threads may use, isolcpus-style (e.g. 2-31)");
+  command->add_option("--housekeeping", o->housekeeping, "Cores per NUMA node left to the OS")->check(CLI::Range(0, 4096));
+  list("--placement", o->placement, "Weight placement: first-touch, interleave, replicate, shard");
+  list("--kv-type", o->kv_type, "KV cache element type: f32, f16, bf16");
+  list("--prefetch", o->prefetch, "Prefetch the next layer's weights: 0, 1");
+  command->add_flag("--cold", o->cold, "Drop the model from the page cache before every repetition (no warm-up)");
+  command->add_option("--inject-delay-ms", o->inject_delay_ms, "Sleep this long after every generated token (the "
+                      "deliberately slowed build for regression tests)")->check(CLI::Range(0.0, 60000.0));
+  command->add_option("--workload", o->workload, "A named workload from the workloads file (model, lengths, sequences)");
+  command->add_option("--workloads-file", o->workloads_file, "Workloads file")->capture_default_str();
+  command->add_option("--workload-dir", o->workload_dir, "Where workload models are written and found")->capture_default_str();
+  command->add_option("--db", o->db, "Results database: SQLite file or postgresql:// URL; every point committed at once");
+  command->add_flag("--load", o->load, "The load scenario: Poisson arrivals against continuous batching (docs/bench.md)");
+  command->add_option("--rate", o->rates, "--load: requests per second, comma list")->delimiter(',')->capture_default_str();
+  command->add_option("--requests", o->requests, "--load: requests per run")->check(CLI::Range(1, 1000000))->capture_default_str();
+  command->add_option("--seed", o->seed, "--load: seed of the arrivals and tokens")->capture_default_str();
+  command->add_option("--ttft-bound-ms", o->bounds.ttft_p99_ms, "--load: bound on p99 time to first token")->check(CLI::Range(0.0, 1e9));
+  command->add_option("--tpot-bound-ms", o->bounds.tpot_p99_ms, "--load: bound on p99 time per output token")->check(CLI::Range(0.0, 1e9));
+  command->add_flag("--search-rate", o->search_rate, "--load: find the highest rate meeting the bounds, from the first --rate");
+  command->add_option("--search-steps", o->search_steps, "--load: bisection steps of the search")->check(CLI::Range(0, 20))->capture_default_str();
+  command->add_option("--processes", o->processes, "The multi-process scenario: N processes share the mapped model")
+      ->check(CLI::Range(2, 256));
+  command->add_option("--resume", o->resume_id, "Continue the last unfinished run of this command (or run RUN_ID) in --db")
+      ->expected(0, 1);
+  command->callback([o, command] {
+    apply_config_file(*command, o->config_file);
+    o->resume = command->count("--resume") > 0;
+    o->command = bench_command_line();
+    run_bench(*o, *command);
+  });
+}
+
+}  // namespace cpullm::cli

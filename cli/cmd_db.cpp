@@ -1,0 +1,114 @@
+// cpullm db: what the results database holds, for people: its runs, or one run's points, as a
+// table or as JSON under the schema's column names (docs/results-db.md).
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "engine/bench/reporters.hpp"
+#include "engine/results/results_db.hpp"
+#include "engine/util/error.hpp"
+
+namespace cpullm::cli {
+namespace {
+
+struct DbOptions {
+  std::string location;     // SQLite file or postgresql:// URL
+  std::string what;         // runs | results
+  int64_t run_id = -1;      // results: the run
+  bool export_json = false;
+};
+
+// Empty strings and optionals are the database's NULLs.
+Record json_value(const std::string& text) { return text.empty() ? Record() : Record(text); }
+template <typename T>
+Record json_value(const std::optional<T>& value) { return value ? Record(*value) : Record(); }
+
+Record run_json(const RunRecord& run, size_t points) {
+  return {{"id", run.id}, {"kind", run.kind}, {"command", run.command}, {"started_at", run.started_at},
+          {"finished_at", json_value(run.finished_at)}, {"git_commit", json_value(run.git_commit)}, {"host", run.host.hostname},
+          {"cpu_model", run.host.cpu_model}, {"cores", run.host.cores}, {"sockets", run.host.sockets},
+          {"numa_nodes", run.host.numa_nodes}, {"memory_bytes", run.host.memory_bytes}, {"kernel", run.host.kernel},
+          {"isa_level", run.host.isa_level}, {"governor", run.host.governor}, {"fingerprint", run.host.fingerprint},
+          {"points", points}};
+}
+
+Record result_json(const StoredResult& result) {
+  Record out = {{"id", result.id}, {"run_id", result.run_id}};
+  for (const ResultColumn& column : result_columns())
+    out[column.name] = std::visit([&](auto member) { return json_value(result.record.*member); }, column.field);
+  out["samples"] = Record::array();
+  for (const SampleRecord& s : result.record.samples)
+    out["samples"].push_back({{"repetition", s.repetition}, {"ns", s.ns}, {"ts", json_value(s.ts)}, {"metrics_json", json_value(s.metrics_json)}});
+  out["regions"] = Record::array();
+  for (const RegionRecord& r : result.record.regions)
+    out["regions"].push_back({{"name", r.name}, {"calls", r.calls}, {"seconds", r.seconds}, {"flops", r.flops}, {"bytes", r.bytes},
+                              {"counters_json", json_value(r.counters_json)}});
+  return out;
+}
+
+// JSON (one document) or a markdown table of `columns` (bench's reporter), one row per record.
+void print(const std::vector<Record>& records, bool export_json, std::vector<MarkdownColumn> columns) {
+  if (export_json) {
+    std::printf("%s\n", Record(records).dump(2).c_str());
+    return;
+  }
+  const auto table = make_reporter("md", stdout, std::move(columns), "");
+  for (const Record& record : records) table->add(record);
+  table->finish();
+}
+
+void run_db(const DbOptions& o) {
+  ResultsDb db(o.location, DbOpen::existing);
+  using Kind = MarkdownColumn::Kind;
+  std::vector<Record> records;
+  if (o.what == "runs") {
+    for (const RunRecord& run : db.runs()) records.push_back(run_json(run, db.completed_cases(run.id).size()));
+    if (records.empty() && !o.export_json) std::printf("no runs in %s\n", o.location.c_str());
+    print(records, o.export_json,
+          {{"id", "id", Kind::number, ""},
+           {"kind", "kind", Kind::text, ""},
+           {"started_at", "started_at", Kind::text, ""},
+           {"finished_at", "finished_at", Kind::text, ""},  // "-": unfinished
+           {"points", "points", Kind::number, ""},
+           {"host", "host", Kind::text, ""},
+           {"git_commit", "git_commit", Kind::text, ""},
+           {"command", "command", Kind::text, ""}});
+    return;
+  }
+  if (o.run_id < 0) fail("cpullm db results: which run? (cpullm db --db {} results RUN_ID)", o.location);
+  const RunRecord run = db.run(o.run_id);  // an Error naming the run when there is none
+  for (const StoredResult& result : db.results(run.id)) records.push_back(result_json(result));
+  if (o.export_json) {
+    std::printf("%s\n", Record{{"run", run_json(run, records.size())}, {"results", records}}.dump(2).c_str());
+    return;
+  }
+  std::printf("run %ld (%s, %s): %s\n\n", static_cast<long>(run.id), run.kind.c_str(),
+              run.finished_at.empty() ? "unfinished" : ("finished " + run.finished_at).c_str(), run.command.c_str());
+  print(records, false,
+        {{"id", "id", Kind::number, ""},
+         {"case", "case_name", Kind::text, ""},
+         {"test", "test", Kind::text, ""},
+         {"format", "format", Kind::text, ""},
+         {"isa", "isa", Kind::text, ""},
+         {"threads", "n_threads", Kind::number, ""},
+         {"n_prompt", "n_prompt", Kind::number, ""},
+         {"n_gen", "n_gen", Kind::number, ""},
+         {"t/s", "avg_ts", Kind::rate, "stddev_ts"},
+         {"ttft_ms", "ttft_ms", Kind::number, ""},
+         {"tpot_ms", "tpot_ms", Kind::number, ""},
+         {"peak RSS", "peak_rss_bytes", Kind::bytes, ""}});
+}
+
+}  // namespace
+
+void register_db(CLI::App& app) {
+  auto options = std::make_shared<DbOptions>();
+  CLI::App* command = app.add_subcommand("db", "What a results database holds: its runs, or one run's points");
+  command->add_option("--db", options->location, "SQLite file or postgresql:// URL")->required();
+  command->add_option("what", options->what, "runs: every run; results: one run's points")->required()->check(CLI::IsMember({"runs", "results"}));
+  command->add_option("run_id", options->run_id, "results: the run (an id from `runs`)")->check(CLI::NonNegativeNumber);
+  command->add_flag("--export-json", options->export_json, "Print JSON under the schema's column names instead of a table");
+  command->callback([options] { run_db(*options); });
+}
+
+}  // namespace cpullm::cli

@@ -1,0 +1,354 @@
+// cpullm profile: one prefill and one decode run with the regions on, then a table per phase:
+// each region's calls, time and share, GFLOP/s, GB/s and arithmetic intensity from the analytic
+// costs, how close it came to this machine's roof, and the counters the kernel offers (or why
+// none). --overhead instead times the same runs with the regions off, on, and on with counters.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "engine/instrument/counters.hpp"
+#include "engine/instrument/energy.hpp"
+#include "engine/instrument/likwid_markers.hpp"
+#include "engine/instrument/op_costs.hpp"
+#include "engine/instrument/regions.hpp"
+#include "engine/instrument/roofs.hpp"
+#include "engine/kernels/isa.hpp"
+#include "engine/model/model.hpp"
+#include "engine/runtime/hardware_profile.hpp"
+#include "engine/sampling/sampler.hpp"
+#include "engine/util/error.hpp"
+
+namespace cpullm::cli {
+namespace {
+
+struct ProfileOptions {
+  std::string model_path;
+  int prompt_tokens = 64;
+  int generated_tokens = 32;
+  int64_t context = 0;
+  int threads = 0;
+  std::string isa;
+  std::string attention_tiles = "64x64";
+  std::string kv_type = "f32";
+  std::string hardware;       // a profile name or path: roofs from it instead of measured
+  bool counters = true;       // perf_event counters per region
+  bool overhead = false;      // time regions off / on / on with counters instead of the table
+  int repetitions = 3;        // --overhead: runs of each mode
+  bool json = false;
+};
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// One phase of the measured run: its regions and what it took.
+struct Phase {
+  std::string name;     // "prefill", "decode"
+  int64_t tokens = 0;   // tokens run
+  double seconds = 0;   // wall time of the whole phase
+  RegionProfile regions;
+  std::optional<EnergyUse> energy;  // nullopt without RAPL
+};
+
+// The roofs this run is compared with: from a hardware profile where it has the figures, else
+// measured now. `isa` is the kernels' level: the compute roof at their vector width.
+Roofs find_roofs(const std::string& hardware, Isa isa) {
+  Roofs roofs;
+  if (!hardware.empty()) {
+    const HardwareProfile profile = read_hardware_profile(find_hardware_profile(hardware, {CPULLM_PROFILES_DIR}));
+    const Topology topology = profile_topology(profile);
+    const Figure& bandwidth = profile.memory_bandwidth_measured_gbs.value ? profile.memory_bandwidth_measured_gbs
+                                                                          : profile.memory_bandwidth_gbs;
+    if (bandwidth.value) {
+      roofs.bytes_per_s = *bandwidth.value * 1e9 * topology.package_count;
+      roofs.memory_source = fmt::format("profile {}: {} GB/s per package x {} ({})", profile.name, *bandwidth.value,
+                                        topology.package_count, bandwidth.source);
+    } else {
+      roofs.memory_source = fmt::format("profile {} has no memory bandwidth ({}), so ", profile.name, bandwidth.source);
+    }
+    const Figure& clock = profile.base_clock_ghz;
+    const Figure& per_cycle = profile.fp32_flops_per_cycle;
+    if (clock.value && per_cycle.value) {
+      roofs.flops_per_s = topology.cores.size() * *clock.value * 1e9 * *per_cycle.value;
+      roofs.compute_source = fmt::format("profile {}: {} cores x {} GHz x {} FLOP/cycle", profile.name,
+                                         topology.cores.size(), *clock.value, *per_cycle.value);
+    } else {
+      roofs.compute_source = fmt::format("profile {} has no base clock or FLOP/cycle, so ", profile.name);
+    }
+  }
+  const int threads = omp_get_max_threads();
+  if (roofs.bytes_per_s == 0) {
+    roofs.bytes_per_s = measure_read_bandwidth();
+    roofs.memory_source += fmt::format("measured: read of 256 MiB, {} threads, best of 5", threads);
+  }
+  if (roofs.flops_per_s == 0) {
+    roofs.flops_per_s = measure_fma_peak(isa);
+    roofs.compute_source += fmt::format("measured: {} FMA chains, {} threads, best of 3", isa_name(isa), threads);
+  }
+  return roofs;
+}
+
+// A prompt of `count` token ids spread over the vocabulary (the text does not matter to the
+// time), starting with the BOS id 1 as a real prompt would.
+std::vector<int32_t> synthetic_prompt(int count, int64_t vocab) {
+  std::vector<int32_t> tokens(count);
+  for (int i = 0; i < count; ++i) tokens[i] = static_cast<int32_t>(i == 0 ? 1 % vocab : (7919 * i) % vocab);
+  return tokens;
+}
+
+// Prefill of the prompt, then `generated` greedy decode steps (sampling is a region), each phase
+// timed as a whole and, where regions are on, region by region.
+std::vector<Phase> run_phases(Model& model, const std::vector<int32_t>& prompt, int generated,
+                              const EnergyMeter& energy) {
+  const int64_t vocab = model.config().vocab_size;
+  std::vector<Phase> phases;
+  auto measure = [&](const char* name, int64_t tokens, auto&& work) {
+    reset_regions();
+    const std::vector<uint64_t> energy_before = energy.read();
+    const auto start = Clock::now();
+    work();
+    Phase phase{name, tokens, seconds_since(start), region_snapshot(), std::nullopt};
+    if (energy.available()) phase.energy = energy.between(energy_before, energy.read());
+    phases.push_back(std::move(phase));
+  };
+  std::span<const float> logits;
+  measure("prefill", static_cast<int64_t>(prompt.size()), [&] { logits = model.forward_batch(prompt, 0); });
+  measure("decode", generated, [&] {
+    int64_t position = static_cast<int64_t>(prompt.size());
+    for (int i = 0; i < generated; ++i) {
+      int32_t next = 0;
+      {
+        ScopedRegion region(Region::sampling, sampling_cost(vocab, true));
+        next = argmax(logits);
+      }
+      logits = model.forward(next, position++);
+    }
+  });
+  return phases;
+}
+
+// A region that ran in a phase, with its figures against the roofs: one list for both outputs.
+struct RegionRow {
+  Region region;
+  const RegionTotals* totals;
+  RoofUse use;
+};
+std::vector<RegionRow> region_rows(const Phase& phase, const Roofs& roofs) {
+  std::vector<RegionRow> rows;
+  for (int r = 0; r < kRegionCount; ++r) {
+    const RegionTotals& t = phase.regions.regions[r];
+    if (t.calls > 0) rows.push_back({static_cast<Region>(r), &t, roof_use(roofs, t.flops, t.bytes, t.seconds)});
+  }
+  return rows;
+}
+// The phase's time outside every region: residual adds, loop bookkeeping, the clock reads.
+double outside_seconds(const Phase& phase) {
+  double inside = 0;
+  for (const RegionTotals& t : phase.regions.regions) inside += t.seconds;
+  return phase.seconds - inside;
+}
+
+// 1234567 -> "1.23M": counters span nine orders of magnitude.
+std::string compact(double value) {
+  const char* units[] = {"", "k", "M", "G", "T"};
+  int unit = 0;
+  while (std::abs(value) >= 1000 && unit < 4) value /= 1000, ++unit;
+  return fmt::format("{:.3g}{}", value, units[unit]);
+}
+
+void print_phase(const Phase& phase, const Roofs& roofs) {
+  std::printf("\n%s: %ld tokens in %.1f ms (%.1f tokens/s)", phase.name.c_str(), static_cast<long>(phase.tokens),
+              phase.seconds * 1e3, phase.tokens / phase.seconds);
+  if (phase.energy)
+    std::printf(", package %.2f J%s, %.3f J/token", phase.energy->package_j,
+                phase.energy->has_dram ? fmt::format(", DRAM {:.2f} J", phase.energy->dram_j).c_str() : "",
+                (phase.energy->package_j + phase.energy->dram_j) / phase.tokens);
+  std::printf("\n%-11s %6s %10s %6s %9s %8s %7s %6s %-7s", "region", "calls", "time ms", "share", "GFLOP/s", "GB/s",
+              "FLOP/B", "roof%", "bound");
+  for (const std::string& name : phase.regions.counter_names) std::printf(" %12s", name.c_str());
+  std::printf("\n");
+  for (const RegionRow& row : region_rows(phase, roofs)) {
+    const RegionTotals& t = *row.totals;
+    std::printf("%-11s %6ld%c %9.3f %5.1f%% %9.2f %8.2f %7.2f %5.1f%% %-7s",
+                std::string(region_name(row.region)).c_str(), static_cast<long>(t.calls), t.shared_calls ? '*' : ' ',
+                t.seconds * 1e3,
+                100 * t.seconds / phase.seconds, t.flops / t.seconds * 1e-9, t.bytes / t.seconds * 1e-9,
+                t.bytes > 0 ? t.flops / t.bytes : 0.0, 100 * row.use.fraction,
+                row.use.memory_bound ? "memory" : "compute");
+    for (std::size_t c = 0; c < phase.regions.counter_names.size(); ++c)
+      std::printf(" %12s", compact(t.counters[c]).c_str());
+    std::printf("\n");
+  }
+  const double outside = outside_seconds(phase);
+  std::printf("%-11s %6s %10.3f %5.1f%%\n", "(outside)", "", outside * 1e3, 100 * outside / phase.seconds);
+  for (const RegionRow& row : region_rows(phase, roofs))
+    if (row.totals->shared_calls) {
+      std::printf("* fused with other regions in one kernel call (decode's q/k/v and gate/up matvec_group): the "
+                  "call's time and counters split by analytic bytes\n");
+      break;
+    }
+}
+
+nlohmann::json phase_json(const Phase& phase, const Roofs& roofs) {
+  nlohmann::json regions = nlohmann::json::array();
+  for (const RegionRow& row : region_rows(phase, roofs)) {
+    const RegionTotals& t = *row.totals;
+    nlohmann::json counters = nlohmann::json::object();
+    for (std::size_t c = 0; c < phase.regions.counter_names.size(); ++c)
+      counters[phase.regions.counter_names[c]] = t.counters[c];
+    regions.push_back({{"name", region_name(row.region)},
+                       {"calls", t.calls},
+                       {"shared_calls", t.shared_calls},
+                       {"seconds", t.seconds},
+                       {"flops", t.flops},
+                       {"bytes", t.bytes},
+                       {"gflops", t.flops / t.seconds * 1e-9},
+                       {"gbs", t.bytes / t.seconds * 1e-9},
+                       {"intensity", t.bytes > 0 ? t.flops / t.bytes : 0.0},
+                       {"roof_fraction", row.use.fraction},
+                       {"bound", row.use.memory_bound ? "memory" : "compute"},
+                       {"counters", counters}});
+  }
+  nlohmann::json energy = nullptr;
+  if (phase.energy)
+    energy = {{"package_j", phase.energy->package_j},
+              {"dram_j", phase.energy->has_dram ? nlohmann::json(phase.energy->dram_j) : nlohmann::json(nullptr)},
+              {"j_per_token", (phase.energy->package_j + phase.energy->dram_j) / phase.tokens}};
+  return {{"name", phase.name},     {"tokens", phase.tokens},
+          {"seconds", phase.seconds}, {"tokens_per_s", phase.tokens / phase.seconds},
+          {"outside_seconds", outside_seconds(phase)}, {"energy", energy},
+          {"regions", regions}};
+}
+
+// Tokens/s of each phase with the regions off, on, and on with counters, in interleaved rounds
+// (off, on, counters, off, ...) so that drift on this shared machine hits every mode alike; the
+// median of each.
+void run_overhead(const ProfileOptions& o, Model& model, const std::vector<int32_t>& prompt, PerfCounters* counters,
+                  const EnergyMeter& energy) {
+  const char* modes[] = {"off", "regions", "regions+counters"};
+  const int n_modes = counters ? 3 : 2;
+  std::vector<std::vector<double>> rates(n_modes * 2);  // (mode, phase) tokens/s per repetition
+  for (int rep = 0; rep < o.repetitions; ++rep)
+    for (int mode = 0; mode < n_modes; ++mode) {
+      enable_regions(mode > 0);
+      attach_region_counters(mode == 2 ? counters : nullptr);
+      const std::vector<Phase> phases = run_phases(model, prompt, o.generated_tokens, energy);
+      for (int p = 0; p < 2; ++p) rates[mode * 2 + p].push_back(phases[p].tokens / phases[p].seconds);
+    }
+  enable_regions(false);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  nlohmann::json json = nlohmann::json::array();
+  if (!o.json) std::printf("%-17s %16s %16s   (median of %d interleaved runs)\n", "instrumentation", "prefill tok/s",
+                           "decode tok/s", o.repetitions);
+  for (int mode = 0; mode < n_modes; ++mode) {
+    const double prefill = median(rates[mode * 2]), decode = median(rates[mode * 2 + 1]);
+    const double prefill_off = median(rates[0]), decode_off = median(rates[1]);
+    json.push_back({{"mode", modes[mode]}, {"prefill_tokens_per_s", prefill}, {"decode_tokens_per_s", decode},
+                    {"prefill_ratio", prefill / prefill_off}, {"decode_ratio", decode / decode_off},
+                    {"prefill_samples", rates[mode * 2]}, {"decode_samples", rates[mode * 2 + 1]}});
+    if (!o.json)
+      std::printf("%-17s %9.1f (%5.3f) %9.2f (%5.3f)\n", modes[mode], prefill, prefill / prefill_off, decode,
+                  decode / decode_off);
+  }
+  if (o.json) std::printf("%s\n", nlohmann::json{{"overhead", json}, {"repetitions", o.repetitions}}.dump(2).c_str());
+}
+
+void run_profile(const ProfileOptions& o) {
+  apply_threads(o.threads);
+  apply_isa(o.isa);
+  // Counters first: they are opened on each OpenMP thread, which must be the threads the
+  // kernels then use.
+  std::unique_ptr<PerfCounters> counters;
+  if (o.counters) counters = std::make_unique<PerfCounters>();
+  const std::string likwid = start_likwid_markers();
+  const EnergyMeter energy;
+
+  ModelOptions model_options;
+  model_options.context = o.context;
+  model_options.kv_type = parse_kv_type(o.kv_type);
+  Model model(o.model_path, model_options);
+  model.set_attention_tiles(parse_attention_tiles(o.attention_tiles));
+  if (o.prompt_tokens + o.generated_tokens > model.context())
+    fail("-p {} plus -n {} exceeds the context of {} positions; raise -c or lower -p/-n", o.prompt_tokens,
+         o.generated_tokens, model.context());
+  const std::vector<int32_t> prompt = synthetic_prompt(o.prompt_tokens, model.config().vocab_size);
+
+  // Warm-up: the weights paged in and the threads started, so that the measured runs see neither.
+  run_phases(model, prompt, std::min(o.generated_tokens, 2), energy);
+  if (o.overhead) return run_overhead(o, model, prompt, counters.get(), energy);
+
+  const Roofs roofs = find_roofs(o.hardware, active_isa());
+  attach_region_counters(counters.get());
+  enable_regions(true);
+  const std::vector<Phase> phases = run_phases(model, prompt, o.generated_tokens, energy);
+  enable_regions(false);
+  close_likwid_markers();
+
+  const std::string counter_text = counters ? counters->describe() : "off (--no-counters)";
+  const std::string energy_text = energy.available() ? fmt::format("RAPL, {} domains", energy.domains().size())
+                                                     : energy.reason();
+  if (o.json) {
+    nlohmann::json phase_list = nlohmann::json::array();
+    for (const Phase& phase : phases) phase_list.push_back(phase_json(phase, roofs));
+    nlohmann::json unavailable = nlohmann::json::array();
+    if (counters)
+      for (const UnavailableCounter& u : counters->unavailable()) unavailable.push_back({{"name", u.name}, {"reason", u.reason}});
+    const nlohmann::json out = {
+        {"model", o.model_path},
+        {"threads", omp_get_max_threads()},
+        {"isa", isa_name(active_isa())},
+        {"kv_type", o.kv_type},
+        {"roofs",
+         {{"memory_bytes_per_s", roofs.bytes_per_s}, {"memory_source", roofs.memory_source},
+          {"flops_per_s", roofs.flops_per_s}, {"compute_source", roofs.compute_source}, {"ridge", roofs.ridge()}}},
+        {"counters",
+         {{"available", counters ? counters->names() : std::vector<std::string>{}},
+          {"unavailable", unavailable},
+          {"perf_event_paranoid", read_perf_event_paranoid()}}},
+        {"likwid", likwid},
+        {"energy", {{"available", energy.available()}, {"reason", energy.reason()}}},
+        {"phases", phase_list}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return;
+  }
+  std::printf("cpullm profile: %s, %d threads, kernels %s, KV cache %s\n", o.model_path.c_str(), omp_get_max_threads(),
+              std::string(isa_name(active_isa())).c_str(), o.kv_type.c_str());
+  std::printf("roofs: memory %.1f GB/s (%s)\n       compute %.1f GFLOP/s (%s)\n       ridge %.1f FLOP/byte\n",
+              roofs.bytes_per_s * 1e-9, roofs.memory_source.c_str(), roofs.flops_per_s * 1e-9,
+              roofs.compute_source.c_str(), roofs.ridge());
+  std::printf("counters: %s\n%s\nenergy: %s\n", counter_text.c_str(), likwid.c_str(), energy_text.c_str());
+  for (const Phase& phase : phases) print_phase(phase, roofs);
+}
+
+}  // namespace
+
+void register_profile(CLI::App& app) {
+  auto options = std::make_shared<ProfileOptions>();
+  CLI::App* command = app.add_subcommand("profile", "Per-region time, GFLOP/s, GB/s, roofline and counters of a run");
+  command->add_option("-m,--model", options->model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
+  command->add_option("-p,--n-prompt", options->prompt_tokens, "Prompt tokens (prefill)")->check(CLI::Range(1, 1 << 20));
+  command->add_option("-n,--n-gen", options->generated_tokens, "Generated tokens (decode)")->check(CLI::Range(1, 1 << 20));
+  command->add_option("-c,--ctx-size", options->context, "Context positions (0: the model's, at most 4096)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  add_threads_option(*command, options->threads);
+  add_isa_option(*command, options->isa);
+  command->add_option("--attn-tile", options->attention_tiles, "Prompt attention tile, QUERIESxKEYS");
+  command->add_option("--kv-type", options->kv_type, "KV cache element type: f32, f16, bf16");
+  command->add_option("--hardware", options->hardware,
+                      "Hardware profile (name in tuning/profiles or path) to take the roofs from instead of measuring");
+  command->add_flag("!--no-counters", options->counters, "Do not read perf_event counters per region");
+  command->add_flag("--overhead", options->overhead,
+                    "Time prefill and decode with regions off, on, and on with counters, instead of the table");
+  command->add_option("-r,--repetitions", options->repetitions, "--overhead: runs of each mode")->check(CLI::Range(1, 1000));
+  command->add_flag("--json", options->json, "Machine-readable output");
+  command->callback([options] { run_profile(*options); });
+}
+
+}  // namespace cpullm::cli

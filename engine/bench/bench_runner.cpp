@@ -1,0 +1,156 @@
+#include "engine/bench/bench_runner.hpp"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "engine/bench/page_cache.hpp"
+#include "engine/kernels/isa.hpp"
+#include "engine/model/model.hpp"
+#include "engine/results/results_db.hpp"
+#include "engine/runtime/bind_threads.hpp"
+#include "engine/runtime/placement.hpp"
+#include "engine/util/error.hpp"
+#include "engine/util/process_memory.hpp"
+
+namespace cpullm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
+
+}  // namespace
+
+bool reset_peak_resident() {
+  std::FILE* f = std::fopen("/proc/self/clear_refs", "w");
+  if (!f) return false;
+  const bool ok = std::fputs("5", f) >= 0;
+  return std::fclose(f) == 0 && ok;
+}
+
+MachineState apply_machine_settings(const BenchPoint& point) {
+  MachineState m;
+  if (point.threads > 0) omp_set_num_threads(point.threads);
+  force_isa(point.isa.empty() ? best_isa() : parse_isa(point.isa));
+  m.isa = std::string(isa_name(active_isa()));
+
+  const Topology topology = detect_topology();
+  ThreadRequest request;
+  request.threads = point.threads;
+  request.policy = parse_bind_policy(point.binding);
+  if (!point.cpuset.empty()) request.cpuset = parse_cpu_list(point.cpuset);
+  request.housekeeping = point.housekeeping;
+  const ThreadPlan plan = plan_threads(topology, request);
+  apply_thread_plan(topology, plan);
+  m.binding = std::string(bind_policy_name(plan.policy));
+  m.notes.insert(m.notes.end(), plan.notes.begin(), plan.notes.end());
+  m.threads = static_cast<int>(plan.threads.size());
+
+  // The engine places weights by first touch only; other strategies are planned (cpullm topo)
+  // but not applied yet. On one NUMA node every strategy is first touch, which is honest to run.
+  const PlacementPlan placement =
+      plan_placement(topology, plan, parse_numa_strategy(point.placement), gguf_tensor_sizes(point.model));
+  m.placement = std::string(numa_strategy_name(placement.strategy));
+  m.notes.insert(m.notes.end(), placement.notes.begin(), placement.notes.end());
+  if (placement.strategy != NumaStrategy::first_touch)
+    fail("--placement {}: the engine does not apply NUMA placements other than first-touch yet (see cpullm topo)",
+         point.placement);
+  return m;
+}
+
+std::unique_ptr<Model> load_model(const BenchPoint& point) {
+  ModelOptions options;
+  options.context = std::max<int64_t>(1, point.n_prompt + point.n_gen);
+  options.sequences = point.n_seq;
+  options.kv_type = parse_kv_type(point.kv_type);
+  options.prefetch = point.prefetch;
+  auto model = std::make_unique<Model>(point.model, options);
+  model->set_attention_tiles(parse_attention_tiles(point.attn_tile));
+  return model;
+}
+
+namespace {
+
+struct RepetitionTimes {
+  double total_ms = 0;          // the whole repetition (under --cold: from the start of the load)
+  double ttft_ms = 0;           // to the first generated token's logits (pp only: the prompt's end)
+  std::vector<double> itl_ms;   // each later decode step
+};
+
+// One repetition, every sequence from position 0 with random tokens: the prompts (sequence by
+// sequence) in forward calls of n_batch tokens, then n_gen decode steps of one token per
+// sequence, each followed by the injected delay.
+RepetitionTimes run_repetition(Model& model, const BenchPoint& point, std::mt19937& rng, Clock::time_point start) {
+  std::uniform_int_distribution<int32_t> random_token(0, static_cast<int32_t>(model.config().vocab_size) - 1);
+  std::vector<BatchToken> prompt;
+  for (int32_t s = 0; s < point.n_seq; ++s)
+    for (int64_t pos = 0; pos < point.n_prompt; ++pos)
+      prompt.push_back({random_token(rng), s, pos, pos == point.n_prompt - 1});
+  for (std::size_t first = 0; first < prompt.size(); first += static_cast<std::size_t>(point.n_batch))
+    model.forward(std::span(prompt).subspan(first, std::min<std::size_t>(point.n_batch, prompt.size() - first)));
+
+  RepetitionTimes times;
+  Clock::time_point last = Clock::now();
+  if (point.n_prompt > 0) times.ttft_ms = ms_between(start, last);
+  std::vector<BatchToken> step(static_cast<std::size_t>(point.n_seq));
+  for (int64_t i = 0; i < point.n_gen; ++i) {
+    for (int32_t s = 0; s < point.n_seq; ++s) step[s] = {random_token(rng), s, point.n_prompt + i, true};
+    model.forward(step);
+    if (point.inject_delay_ms > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(point.inject_delay_ms));
+    const Clock::time_point now = Clock::now();
+    if (i == 0 && point.n_prompt == 0) times.ttft_ms = ms_between(start, now);
+    else times.itl_ms.push_back(ms_between(last, now));
+    last = now;
+  }
+  times.total_ms = ms_between(start, last);
+  return times;
+}
+
+}  // namespace
+
+PointMeasurement run_point(const BenchPoint& point) {
+  PointMeasurement m;
+  m.test_time = utc_timestamp();
+  m.machine = apply_machine_settings(point);
+  if (!reset_peak_resident()) m.machine.notes.push_back("cannot reset VmHWM (/proc/self/clear_refs): peak memory is process-wide");
+
+  std::unique_ptr<Model> model;
+  if (!point.cold) {  // warm: load once, one untimed run faults every weight in
+    model = load_model(point);
+    BenchPoint warmup = point;
+    warmup.n_gen = std::min<int64_t>(point.n_gen, 1);
+    warmup.inject_delay_ms = 0;
+    std::mt19937 rng(0);
+    run_repetition(*model, warmup, rng, Clock::now());
+  }
+  const double tokens = static_cast<double>(point.n_seq) * (point.n_prompt + point.n_gen);
+  for (int r = 0; r < point.repetitions; ++r) {
+    std::mt19937 rng(static_cast<uint32_t>(r + 1));
+    Clock::time_point start = Clock::now();
+    if (point.cold) {
+      model.reset();  // unmapped: the kernel drops no page a process still maps
+      const double left = drop_from_page_cache(point.model);
+      if (left > 0.05)
+        m.machine.notes.push_back(fmt::format("--cold: {:.0f}% of {} stayed in the page cache after posix_fadvise(DONTNEED) "
+                                      "(another process maps it?): this repetition is not fully cold",
+                                      left * 100, point.model));
+      start = Clock::now();
+      model = load_model(point);
+    }
+    const RepetitionTimes times = run_repetition(*model, point, rng, start);
+    m.samples_ns.push_back(times.total_ms * 1e6);
+    m.samples_ts.push_back(tokens / (times.total_ms / 1e3));
+    m.ttft_ms.push_back(times.ttft_ms);
+    m.itl_ms.insert(m.itl_ms.end(), times.itl_ms.begin(), times.itl_ms.end());
+  }
+  m.model = describe_model(model->file());  // -r >= 1: the model is loaded by now
+  m.peak_rss_bytes = peak_resident_bytes();
+  return m;
+}
+
+}  // namespace cpullm

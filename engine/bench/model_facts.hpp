@@ -1,0 +1,21 @@
+// What llama-bench says about a model (file, size, parameters, a type line) and cpullm's
+// weight format, read from the GGUF file without running it.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace cpullm {
+
+class GgufFile;
+
+struct ModelFacts {
+  std::string filename;     // the path as given
+  uint64_t size = 0;        // bytes of tensor data (llama-bench's model_size)
+  uint64_t n_params = 0;    // elements of every tensor
+  std::string format;       // the matrices' type, lower case: f32 f16 bf16 q8_0 q4_0 int8-channel
+  std::string type;         // llama-bench's model_type: "llama 7B Q8_0"
+};
+
+ModelFacts describe_model(const GgufFile& file);
+
+}  // namespace cpullm

@@ -1,0 +1,18 @@
+// The few statistics a benchmark reports, with their edge cases written down.
+#pragma once
+#include <span>
+
+namespace cpullm {
+
+// Arithmetic mean; 0 for no samples.
+double mean(std::span<const double> samples);
+
+// Sample standard deviation (n - 1 in the denominator). One sample says nothing about spread:
+// llama-bench reports 0 there, and so does this, so the two tools' outputs compare.
+double stddev(std::span<const double> samples);
+
+// The p-th percentile (0 <= p <= 100) by linear interpolation between the two nearest ranks
+// (numpy's default), so p50 of {1, 2, 3, 4} is 2.5. 0 for no samples.
+double percentile(std::span<const double> samples, double p);
+
+}  // namespace cpullm

@@ -1,0 +1,34 @@
+// The two roofs of this machine's roofline, measured in a second or less so that `cpullm profile`
+// compares a run with the machine as it is now (this VM's bandwidth moves from run to run):
+//   memory: a read of a buffer far beyond the last-level cache, on every OpenMP thread;
+//   compute: independent FMA chains at the vector width of a kernel level, on every thread.
+// Or they come from a hardware profile (cli/cmd_profile.cpp), each with its source.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "engine/kernels/isa.hpp"
+
+namespace cpullm {
+
+struct Roofs {
+  double bytes_per_s = 0;      // memory read bandwidth
+  double flops_per_s = 0;      // FP32 FMA peak
+  std::string memory_source;   // how it was found: "measured: ..." or "profile ...: ..."
+  std::string compute_source;
+  double ridge() const { return flops_per_s / bytes_per_s; }  // FLOP/byte where the roofs meet
+};
+
+// Best of `passes` sums over `buffer_bytes` of FP32 (first touched by the threads that read it).
+double measure_read_bandwidth(int64_t buffer_bytes = int64_t{256} << 20, int passes = 5);
+// Best of 3 runs of about `seconds` each of FMA chains at the vector width of `isa`.
+double measure_fma_peak(Isa isa, double seconds = 0.1);
+
+// How close a region came to its roof: attainable = min(compute roof, intensity * memory roof).
+struct RoofUse {
+  double fraction = 0;        // achieved FLOP/s (memory-bound: bytes/s) over the roof that binds
+  bool memory_bound = false;  // arithmetic intensity below the ridge
+};
+RoofUse roof_use(const Roofs& roofs, double flops, double bytes, double seconds);
+
+}  // namespace cpullm

@@ -1,0 +1,193 @@
+"""Seed-claims audit: each claim C1-C16 of ../shared/seed/README.md, what cpullm measured (the
+database), read from a sourced profile, or predicted, and a verdict computed from those numbers.
+Where the database has no data for a claim, the verdict says so and names the command that would
+measure it; nothing here is a stored answer."""
+from dataclasses import dataclass
+from statistics import median
+
+import predict
+import tco
+from page import Section, esc, table
+
+# Options that identify a configuration; two results equal in all but one form a pair.
+CONFIG_OPTIONS = ["model_n_params", "format", "test", "n_threads", "isa", "binding", "cpuset", "numa", "placement",
+                  "attn_tile", "kv_type", "n_batch", "n_seq", "n_prompt", "n_gen", "prefetch", "sparsity"]
+SEED_HOST = "E5-4627 v4"
+# A claim of "better" without a number is counted as a 5% gain: smaller is within this host's noise.
+QUALITATIVE = 1.05
+
+
+@dataclass
+class Verdict:
+    claim: str
+    evidence: str  # what was measured, read or predicted, with numbers
+    verdict: str   # confirmed | refuted | not testable here | not measured yet
+    basis: str     # measured | spec | arithmetic | predicted | none
+    next_step: str = ""  # what it would take, where the verdict is not final
+
+
+def option_value(result, option):
+    if option == "sparsity":
+        return result["config"].get("sparsity") or 0
+    return result.get(option)
+
+
+def paired_ratios(contents, option, is_a, is_b, metric, test=None):
+    """metric(a) / metric(b) over pairs of results on the same host, equal in every option but
+    `option`, where is_a / is_b pick the two values. Returns (ratios, results used)."""
+    groups = {}
+    for r in contents.results:
+        if r.get(metric) is None or (test and r.get("test") != test):
+            continue
+        key = (contents.runs[r["run_id"]]["fingerprint"],) + tuple(option_value(r, o) for o in CONFIG_OPTIONS if o != option)
+        side = "a" if is_a(option_value(r, option)) else "b" if is_b(option_value(r, option)) else None
+        if side:
+            groups.setdefault(key, {}).setdefault(side, []).append(r)
+    ratios, used = [], []
+    for sides in groups.values():
+        if "a" in sides and "b" in sides:
+            a = median(r[metric] for r in sides["a"])
+            b = median(r[metric] for r in sides["b"])
+            if b:
+                ratios.append(a / b)
+                used += sides["a"] + sides["b"]
+    return ratios, used
+
+
+def runs_named(contents, used):
+    return ", ".join(f"run {i}" for i in sorted({r["run_id"] for r in used}))
+
+
+def speedup_claim(contents, claim, option, is_a, is_b, metric, test, claimed, how, lower_is_better=False):
+    """A claim that option value a makes `metric` better by the factor `claimed` than value b:
+    confirmed when the median measured factor reaches 80% of the claimed gain."""
+    ratios, used = paired_ratios(contents, option, is_a, is_b, metric, test)
+    if not ratios:
+        return Verdict(claim, "no pair of results differing only in " + option, "not measured yet", "none", how)
+    factor = median(ratios)
+    gain = 1 / factor if lower_is_better else factor
+    confirmed = gain - 1 >= 0.8 * (claimed - 1)
+    return Verdict(claim, f"measured {metric} factor {gain:.2f}x (median of {len(ratios)} pairs; {runs_named(contents, used)}) "
+                          f"against the claimed {claimed:.2f}x", "confirmed" if confirmed else "refuted", "measured",
+                   "" if confirmed else "on this host; the claim was made on the 4-socket E5 box")
+
+
+def seed_host_runs(contents):
+    return [run for run in contents.runs.values() if SEED_HOST in (run.get("cpu_model") or "")]
+
+
+def audit(contents, context):
+    a = context.assumptions
+    e5 = predict.load_profile("e5-4627v4")
+    sockets, cores = predict.profile_layout(e5)
+    tdp = e5["tdp_watts_per_package"]["value"]
+    bandwidth = sockets * e5["memory_bandwidth_gbs_per_package"]["value"]
+    box = seed_host_runs(contents)
+    on_box = "run on the 4-socket E5-4627 v4 box: scripts/nightly or cpullm bench --db there, then cpullm report"
+    out = []
+
+    measured_cores = f"; measured on the box: {box[0]['cores']} cores, {box[0]['sockets']} sockets" if box else ""
+    out.append(Verdict("C1: 4 x E5-4627 v4 with 8 cores / 16 threads each, 32 cores",
+                       f"profile e5-4627v4 (Intel ARK via hardware.md): {sockets} x {cores} = {sockets * cores} cores, no SMT{measured_cores}",
+                       "refuted" if (box[0]["cores"] if box else sockets * cores) != 32 else "confirmed", "measured" if box else "spec"))
+    read = [r for r in contents.results if r.get("test") == "kernel" and r["case_name"].startswith("kernel/memory_read")
+            and contents.runs[r["run_id"]] in box and r["metrics"].get("bytes_per_second")]
+    if read:
+        best = max(r["metrics"]["bytes_per_second"] for r in read) / 1e9
+        out.append(Verdict("C2: memory bandwidth about 200 GB/s", f"measured memory_read {best:.0f} GB/s on the box; theoretical {bandwidth:.1f}",
+                           "confirmed" if abs(best - 200) <= 0.2 * 200 else "refuted", "measured"))
+    else:
+        out.append(Verdict("C2: memory bandwidth about 200 GB/s", f"theoretical {sockets} x 4 channels x DDR4-2400 = {bandwidth:.1f} GB/s "
+                           "(profile); achievable bandwidth is not known without the box", "not testable here", "spec", on_box))
+    memory = f"measured {box[0]['memory_bytes'] / 2**30:.0f} GiB on the box" if box and box[0].get("memory_bytes") else "no run on the box"
+    out.append(Verdict("C3: 256 GB DDR4-2400, 64 GB per socket; SATA/NVMe disks; 2 x 1 GbE", memory,
+                       "confirmed" if box and abs(box[0]["memory_bytes"] / 2**30 - 256) < 16 else "not testable here",
+                       "measured" if box else "none", "" if box else on_box))
+    threads_per_core = int(e5["topology"]["value"].rsplit("pu:", 1)[1].split()[0])
+    out.append(Verdict("C4: Hyper-Threading off cuts single-core latency 15%; NUMA optimisation on; 135 W cap",
+                       f"profile e5-4627v4: {threads_per_core} hardware thread per core (topology pu:{threads_per_core}); TDP {tdp} W",
+                       "refuted" if threads_per_core == 1 else "not testable here", "spec",
+                       "the part has no Hyper-Threading to switch off, so the 15% cannot come from it; BIOS settings need the box"))
+    out.append(speedup_claim(contents, "C5: isolcpus=2-31 reserves cores for inference (lower latency)", "cpuset",
+                             lambda v: bool(v), lambda v: not v, "itl_p99_ms", "tg", QUALITATIVE,
+                             "cpullm bench -m MODEL -n 64 --cpuset 1 --housekeeping 1 --db results.db (with and without), on a kernel booted with isolcpus",
+                             lower_is_better=True))
+    params = predict.parameters("llama-7b")
+    c6 = speedup_claim(contents, "C6: INT8 weights 3.2x faster than FP32 (13 GB -> 3.25 GB), accuracy loss under 2%", "format",
+                       lambda v: v == "int8-channel", lambda v: v == "f32", "avg_ts", "tg", 3.2,
+                       "cpullm bench -m MODEL_f32.gguf,MODEL_int8.gguf -n 32 --db results.db")
+    c6.evidence += (f"; sizes by arithmetic: {params / 1e9:.2f}B parameters are {params * 4 / 1e9:.1f} GB in FP32 "
+                    f"and {params / 1e9:.1f} GB in INT8, not 13 and 3.25 (that is FP16 -> 4-bit); accuracy: cpullm eval-quant "
+                    "(docs/quantization-accuracy.md), not GLUE")
+    out.append(c6)
+    out.append(speedup_claim(contents, "C7: Top-K sparsity (20% zeros) gives 1.8x throughput", "sparsity",
+                             lambda v: v and float(v) > 0, lambda v: not v, "avg_ts", "tg", 1.8,
+                             "cpullm quantize --sparsity 0.2 then cpullm bench with both files --db results.db"))
+    out.append(speedup_claim(contents, "C8: threads bound (taskset) avoid cross-NUMA scheduling", "binding",
+                             lambda v: v in ("compact", "numa"), lambda v: v == "none", "avg_ts", "tg", QUALITATIVE,
+                             "cpullm bench -m MODEL -n 32 --bind none,compact,numa --db results.db (on a multi-node host)"))
+    out.append(speedup_claim(contents, "C9: double buffering (prefetch) gives 22% lower latency", "prefetch",
+                             lambda v: v == 1, lambda v: v == 0, "tpot_ms", "tg", 1 / 0.78,
+                             "cpullm bench -m MODEL -n 32 --prefetch 0,1 --db results.db", lower_is_better=True))
+    out.append(speedup_claim(contents, "C10: 8x8 tiling of QK^T reduces cache misses (faster attention)", "attn_tile",
+                             lambda v: v == "8x8", lambda v: v not in (None, "", "8x8"), "avg_ts", "pp", QUALITATIVE,
+                             "cpullm bench -m MODEL -p 512 --attn-tile 8x8,64x64 --db results.db"))
+    sharing = [r for r in contents.results if r.get("test") == "multiproc" and "model_saved_fraction" in r["metrics"]]
+    if sharing:
+        saved = max(r["metrics"]["model_saved_fraction"] for r in sharing)
+        out.append(Verdict("C11: mmap'ed shared weights: 40% less memory for multi-process inference",
+                           f"measured: up to {saved:.0%} of the model's memory saved ({runs_named(contents, sharing)})",
+                           "confirmed" if saved >= 0.4 * 0.8 else "refuted", "measured"))
+    else:
+        out.append(Verdict("C11: mmap'ed shared weights: 40% less memory for multi-process inference", "no multi-process result",
+                           "not measured yet", "none", "cpullm bench -m MODEL --processes 4 --db results.db"))
+
+    w = a["workload"]
+    tps, ttft = predict.predicted_cpu("e5-4627v4", w, "q8_0", a["prediction_efficiency"])
+    measured = predict.measured_cpu(contents, {"cpu_model_match": SEED_HOST}, w)
+    for claim, claimed, figure, unit in (("C12: time to first token 380 ms on 4 x E5 (A100 120 ms)", 380, ttft, "ms for the batch's prompts"),
+                                         ("C13: 85 tokens/s on 4 x E5 (A100 260)", 85, measured or tps, "tokens/s")):
+        if figure.kind == "measured":
+            out.append(Verdict(claim, f"{figure.value:.3g} {unit}: {figure.source}",
+                               "confirmed" if abs(figure.value - claimed) <= 0.2 * claimed else "refuted", "measured"))
+        else:
+            out.append(Verdict(claim, f"{figure.value:.3g} {unit}, {figure.source}", "not testable here", "predicted",
+                               "cpullm bench --workload seed --db results.db on the box"))
+    kwh = sockets * tdp * 24 / 1000
+    out.append(Verdict("C14: A100 12,000 CNY vs 4 x E5 8,000 CNY; 1.2 vs 0.8 kWh per day",
+                       f"arithmetic from the profile: {sockets} x {tdp} W x 24 h = {kwh:.2f} kWh/day at full load for the CPUs alone "
+                       f"(the A100's {context.gpus['a100-80gb-sxm']['tdp_w']['value']} W TDP is {context.gpus['a100-80gb-sxm']['tdp_w']['value'] * 24 / 1000:.1f} kWh/day); "
+                       "prices are assumptions (reports/assumptions.json)", "refuted" if kwh > 0.8 * 1.2 else "confirmed", "arithmetic"))
+    out.append(c15_verdict(contents, context))
+    now = predict.predicted_cpu("xeon-8380", w, "q8_0", a["prediction_efficiency"])[0]
+    out.append(Verdict("C16: upgrade path Xeon Platinum 8380 (AVX-512, more memory channels)",
+                       f"predicted {now.value:.0f} tokens/s on 2 x 8380 against {tps.value:.0f} on 4 x E5 ({now.value / tps.value:.1f}x); {now.source}",
+                       "confirmed" if now.value > tps.value else "refuted", "predicted", "a run on an 8380 box would confirm it"))
+    return out
+
+
+def c15_verdict(contents, context):
+    """C15 by the TCO model at 100k tokens/day: the first CPU option against the first GPU option."""
+    a = context.assumptions
+    options = {o["kind"]: o for o in reversed(a["options"])}
+    if "cpu" not in options or "gpu" not in options:
+        return Verdict("C15: under 100k tokens/day the E5 server's TCO is over 60% lower", "the assumptions file lists no CPU and GPU option",
+                       "not measured yet", "none", "add both to reports/assumptions.json")
+    cost = {}
+    for kind, option in options.items():
+        tps = predict.option_throughput(option, contents, context.gpu_results, context.gpus, a)
+        cost[kind] = (tco.daily_cost(option, tps.value, tco.option_power(option, context.gpus), 1e5, a)[0], tps.kind)
+    saving = 1 - cost["cpu"][0] / cost["gpu"][0]
+    return Verdict("C15: under 100k tokens/day the E5 server's TCO is over 60% lower; '70% of the GPU's performance at a third of the cost'",
+                   f"TCO model at 100k tokens/day: {options['cpu']['name']} {cost['cpu'][0]:.2f} vs {options['gpu']['name']} "
+                   f"{cost['gpu'][0]:.2f} {a['currency']}/day ({saving:.0%} lower; throughput {cost['cpu'][1]} / {cost['gpu'][1]}); "
+                   f"the seed's own table gives 85/260 = {85 / 260:.0%} of the performance, not 70%",
+                   "confirmed" if saving > 0.6 else "refuted", "predicted", "the model's inputs are in the TCO section")
+
+
+def build(contents, context):
+    def label(v):
+        css = v.verdict if v.verdict in ("confirmed", "refuted") else "untested"
+        return f'<span class="{css}">{esc(v.verdict)}</span>'
+    rows = [[esc(v.claim), esc(v.evidence), label(v), esc(v.basis), esc(v.next_step)] for v in audit(contents, context)]
+    return Section("claims", "Seed claims audit", table(["claim", "what cpullm has", "verdict", "basis", "what it would take / note"], rows))

@@ -1,0 +1,98 @@
+"""cpullm report: one self-contained HTML file (figures inline as SVG) from the results database:
+latency, throughput and scaling, roofline, sweeps, TCO, GPU comparison, the seed-claims audit
+and the runs behind it all. Run as `cpullm report [--db FILE|URL] [--runs ID ...]
+[--assumptions FILE] [--gpu-results FILE] [--profile NAME] -o report.html`."""
+import argparse
+import datetime
+import json
+import os
+import sys
+from dataclasses import dataclass
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import claims  # noqa: E402
+import gpu  # noqa: E402
+import gpu_data  # noqa: E402
+import latency  # noqa: E402
+import page  # noqa: E402
+import provenance  # noqa: E402
+import roofs  # noqa: E402
+import sweeps  # noqa: E402
+import tco  # noqa: E402
+import throughput  # noqa: E402
+from resultsdb import Contents, Database, DatabaseError  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SECTIONS = [latency, throughput, roofs, sweeps, tco, gpu, claims, provenance]
+ASSUMPTION_KEYS = ["currency", "workload", "amortisation_years", "residual_value_fraction", "electricity_per_kwh", "pue",
+                   "max_utilisation", "rack_per_unit_per_month", "prediction_efficiency", "daily_volumes", "options"]
+
+
+@dataclass
+class Context:
+    """What every section gets besides the database's contents."""
+    assumptions: dict       # the TCO assumptions file, parsed
+    assumptions_path: str
+    gpus: dict              # gpu id -> profile (data/gpus.json)
+    published: list         # published GPU throughput (data/gpus.json)
+    gpu_results: list       # measured GPU results imported with --gpu-results
+    profile: str            # hardware profile whose predicted roofline is drawn
+
+
+def fail(message):
+    print(f"cpullm report: error: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def load_assumptions(path):
+    try:
+        with open(path) as f:
+            assumptions = json.load(f)
+    except OSError as e:
+        fail(f"{path}: cannot read: {e.strerror}")
+    except ValueError as e:
+        fail(f"{path}: not JSON: {e}")
+    missing = [k for k in ASSUMPTION_KEYS if k not in assumptions]
+    if missing:
+        fail(f"{path}: missing assumption(s): {', '.join(missing)} (see reports/assumptions.json)")
+    return assumptions
+
+
+def parse_arguments(argv):
+    parser = argparse.ArgumentParser(prog="cpullm report", description=__doc__.split("\n\n")[0])
+    parser.error = fail  # a bad flag is bad input: one line, exit status 1
+    parser.add_argument("--db", help="results database: SQLite file or postgresql:// URL (none: an empty report of what to measure)")
+    parser.add_argument("--runs", type=int, nargs="+", metavar="ID", help="only these run ids (default: every run)")
+    parser.add_argument("--assumptions", default=os.path.join(HERE, "assumptions.json"), help="TCO assumptions (JSON)")
+    parser.add_argument("--gpu-results", help="measured GPU results to import (JSON, docs/gpu-results.md)")
+    parser.add_argument("--profile", default="e5-4627v4", help="hardware profile whose predicted roofline is drawn (tuning/profiles)")
+    parser.add_argument("-o", "--output", required=True, help="the HTML file to write")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_arguments(argv)
+    if not os.path.isfile(os.path.join(HERE, "..", "tuning", "profiles", f"{args.profile}.json")):
+        fail(f"--profile {args.profile}: no tuning/profiles/{args.profile}.json")
+    gpus, published = gpu_data.load_gpus()
+    try:
+        gpu_results = gpu_data.load_results(args.gpu_results, gpus) if args.gpu_results else []
+        contents = Database(args.db).load(args.runs) if args.db else Contents()
+    except (DatabaseError, gpu_data.GpuDataError) as e:
+        fail(str(e))
+    context = Context(load_assumptions(args.assumptions), args.assumptions, gpus, published, gpu_results, args.profile)
+    sections = [module.build(contents, context) for module in SECTIONS]
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    subtitle = (f"Written {now} by: cpullm report {' '.join(argv if argv is not None else sys.argv[1:])}; "
+                f"database {args.db or '(none)'}, {len(contents.runs)} runs, {len(contents.results)} results")
+    try:
+        with open(args.output, "w") as f:
+            f.write(page.render("cpullm report", subtitle, sections))
+    except OSError as e:
+        fail(f"{args.output}: cannot write: {e.strerror}")
+    print(os.path.abspath(args.output))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+#!/usr/bin/python3
+"""--numa mpi end to end: tensor parallelism over OpenMPI ranks on this machine.
+
+  1. TensorParallel's collectives (the test_numa_mpi gtest binary) under mpirun -np 3;
+  2. `mpirun -np 2 cpullm generate --numa mpi` gives the same greedy tokens as one process, for
+     stories260K and for a synthetic grouped-query F16 model (prompt through the batched path,
+     then decode), and only rank 0 prints;
+  3. each rank has only its share of the model file resident (it reads only its rows);
+  4. --placement on a one-node machine reduces to first-touch and says so.
+Ranks run one OpenMP thread each: the machine has two cores. Skips where mpirun is missing.
+
+Usage: test_mpi.py --cpullm BIN --gather-test BIN --shared DIR --workdir DIR
+"""
+import argparse
+import os
+import re
+import shutil
+import sys
+
+from cli_checks import check, expect_error, run, run_checks
+
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMP_NUM_THREADS": "1",
+           # Plain shared memory between local ranks; no network probing in a sandbox.
+           "OMPI_MCA_btl": "self,vader", "OMPI_MCA_plm_rsh_agent": ""}
+
+
+def mpirun(ranks, *command):
+    os.environ.update(MPI_ENV)
+    return run(["mpirun", "-np", str(ranks), "--oversubscribe", *command], timeout=120)
+
+
+def same_tokens(ctx, model, *generate_args):
+    """One process and two ranks, greedy: returns (one process's stdout, the ranks' run)."""
+    args = ["generate", "-m", model, "--temp", "0", "-t", "1", *generate_args]
+    single = run([ctx.cpullm, *args])
+    ranks = mpirun(2, ctx.cpullm, *args, "--numa", "mpi")
+    assert ranks.stdout == single.stdout, f"two ranks wrote\n{ranks.stdout!r}\none process wrote\n{single.stdout!r}"
+    assert ranks.stderr.count("cpullm: prompt ") == 1, f"only rank 0 prints its timing line:\n{ranks.stderr}"
+    return single.stdout, ranks
+
+
+def resident_per_rank(stderr):
+    m = re.search(r"model file resident per rank: ([\d., ]+) MiB of ([\d.]+) MiB", stderr)
+    assert m, f"no per-rank resident line in:\n{stderr}"
+    return [float(v) for v in m.group(1).split(",")], float(m.group(2))
+
+
+@check
+def gather(ctx):
+    mpirun(3, ctx.gather_test)
+
+
+@check
+def stories260k_same_tokens(ctx):
+    model = os.path.join(ctx.shared, "stories260K.gguf")
+    if not os.path.exists(model):
+        return f"skip: {model} not found"
+    text, _ = same_tokens(ctx, model, "-n", "48")
+    assert len(text.split()) > 10, text
+
+
+@check
+def synthetic_same_tokens_and_half_the_weights_per_rank(ctx):
+    model = os.path.join(ctx.workdir, "gqa-f16.gguf")
+    run([ctx.cpullm, "gen-model", "--shape", "custom", "--layers", "2", "--dim", "512", "--ffn", "1536", "--heads", "8",
+         "--kv-heads", "2", "--vocab", "32000", "--dtype", "f16", "-o", model])
+    _, ranks = same_tokens(ctx, model, "-p", "Once upon a time there was", "-n", "24", "--ignore-eos")
+    per_rank, file_mib = resident_per_rank(ranks.stderr)
+    assert len(per_rank) == 2, per_rank
+    # Half of every matrix is read per rank; the embedding is read a row per token, the
+    # vocabulary by the tokenizer. One process reading everything would have ~all of it.
+    for mib in per_rank:
+        assert mib < 0.7 * file_mib, f"a rank has {mib} MiB of {file_mib} MiB resident: {ranks.stderr}"
+    return f"model file {file_mib} MiB, resident per rank {per_rank} MiB"
+
+
+@check
+def placement_on_one_node_is_first_touch(ctx):
+    model = os.path.join(ctx.workdir, "gqa-f16.gguf")
+    nodes = len([d for d in os.listdir("/sys/devices/system/node") if re.fullmatch(r"node\d+", d)])
+    if nodes != 1:
+        return f"skip: {nodes} NUMA nodes here; the reduction is for one"
+    out = run([ctx.cpullm, "generate", "-m", model, "-n", "2", "--placement", "replicate", "--bind", "compact"]).stderr
+    assert "one NUMA node: replicate is first-touch" in out, out
+    expect_error([ctx.cpullm, "generate", "-m", model, "-n", "1", "--numa", "mpi", "--placement", "shard"], "choose one")
+
+
+@check
+def bad_numa_value(ctx):
+    model = os.path.join(ctx.workdir, "gqa-f16.gguf")
+    expect_error([ctx.cpullm, "generate", "-m", model, "-n", "1", "--numa", "distribute"], "--numa", "mpi")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cpullm", required=True)
+    ap.add_argument("--gather-test", required=True)
+    ap.add_argument("--shared", required=True)
+    ap.add_argument("--workdir", required=True)
+    ctx = ap.parse_args()
+    if shutil.which("mpirun") is None:
+        print("SKIP: mpirun not found (Debian: openmpi-bin)")
+        return 0
+    os.makedirs(ctx.workdir, exist_ok=True)
+    return run_checks(ctx)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""cpullm report end to end: a results database built from schema.sql with rows like cpullm bench
+and scripts/nightly write, rendered through `cpullm report` (the C++ binary execs the Python
+script), then loaded in headless Chromium: no console errors, every figure drawn and non-empty,
+a screenshot kept under the work directory. Also: verdicts follow the data, bad input fails
+with a clear message."""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path.insert(0, os.path.join(REPO, "reports"))
+
+import browser  # noqa: E402
+from resultsdb import Database  # noqa: E402
+
+ARGS = None
+HOSTS = {
+    "vm": dict(host="testvm", cpu_model="AMD EPYC 9B45", cores=2, sockets=1, numa_nodes=1, memory_bytes=24 << 30, fingerprint="f-vm"),
+    "e5": dict(host="e5box", cpu_model="Intel(R) Xeon(R) CPU E5-4627 v4 @ 2.60GHz", cores=40, sockets=4, numa_nodes=4,
+               memory_bytes=256 << 30, fingerprint="f-e5"),
+}
+LLAMA_7B_PARAMS = 6_738_415_616
+GPU_RESULT = dict(gpu="a100-80gb-sxm", model="llama-7b", format="f16", engine="vLLM 0.4", n_seq=32, n_prompt=512, n_gen=128,
+                  tokens_per_s=1234.5, host="gpubox", date="2026-11-01", command="python benchmark_throughput.py ...")
+
+
+def add_run(db, host, kind, commit, command):
+    return db.insert("runs", dict(kind=kind, command=command, started_at="2026-11-30T10:00:00Z", finished_at="2026-11-30T10:05:00Z",
+                                  git_commit=commit, isa_level="avx512", **HOSTS[host]))
+
+
+def add_result(db, run_id, case, samples_ns=(), regions=(), **fields):
+    config = {k: fields[k] for k in ("n_threads", "n_seq", "format", "attn_tile", "prefetch", "placement") if k in fields}
+    result_id = db.insert("results", dict(run_id=run_id, case_name=case, config_json=json.dumps(config),
+                                          metrics_json=json.dumps(fields.pop("metrics", {})), **fields))
+    for i, ns in enumerate(samples_ns):
+        db.insert("samples", dict(result_id=result_id, repetition=i, ns=ns, ts=1e9 / ns))
+    for name, seconds, flops, nbytes in regions:
+        db.insert("regions", dict(result_id=result_id, name=name, calls=10, seconds=seconds, flops=flops, bytes=nbytes))
+    return result_id
+
+
+def build_database(path, int8_speedup):
+    """A database where INT8 generation is int8_speedup times faster than F32 on the same host."""
+    if os.path.exists(path):
+        os.remove(path)
+    db = Database.create(path)
+    bench = add_run(db, "vm", "bench", "abc1234", "cpullm bench -m tiny.gguf -t 1,2 -np 1,4 -n 16 --db r.db")
+    base = dict(test="tg", model_type="llama 9M f32", model_n_params=9_000_000, n_prompt=0, n_gen=16, n_batch=512, isa="avx512")
+    for threads in (1, 2):
+        for n_seq in (1, 4):
+            for fmt, ts in (("f32", 100.0), ("int8-channel", 100.0 * int8_speedup)):
+                rate = ts * threads * (1 + 0.5 * (n_seq - 1))
+                add_result(db, bench, f"tg16/t{threads}/np{n_seq}/{fmt}", samples_ns=[16e9 / rate * (1 + 0.02 * k) for k in range(5)],
+                           regions=[("q_proj", 0.01, 2e8, 1e8), ("attention", 0.02, 1e8, 4e7), ("lm_head", 0.005, 5e8, 2.5e8)],
+                           **base, format=fmt, n_threads=threads, n_seq=n_seq, avg_ts=rate, ttft_ms=5.0 / threads,
+                           tpot_ms=1000 / rate, itl_p50_ms=950 / rate, itl_p90_ms=1100 / rate, itl_p99_ms=1300 / rate)
+    for tile, ts in (("8x8", 900.0), ("64x64", 1000.0)):
+        for threads in (1, 2):
+            add_result(db, bench, f"tg16/tile{tile}/t{threads}", **dict(base, format="f32"), attn_tile=tile, n_threads=threads,
+                       n_seq=1, avg_ts=ts * threads)
+    for placement, ts in (("first-touch", 50.0), ("interleave", 55.0)):
+        add_result(db, bench, f"pp64/{placement}", test="pp", model_type="llama 9M f32", model_n_params=9_000_000, n_prompt=64, n_gen=0,
+                   format="f32", n_threads=2, n_seq=1, placement=placement, avg_ts=ts)
+    add_result(db, bench, "multiproc/p4/t1", test="multiproc", format="f32", metrics={"model_saved_fraction": 0.71})
+    kernels = add_run(db, "vm", "kernels", "abc1234", "bench_kernels --benchmark_format=json")
+    add_result(db, kernels, "kernel/memory_read/2/real_time", test="kernel", samples_ns=[1e6, 1.1e6, 1.05e6],
+               metrics={"bytes_per_second": 40e9})
+    add_result(db, kernels, "kernel/peak/0/2/2/real_time", test="kernel", metrics={"FLOP/s": 300e9})
+    seed = add_run(db, "e5", "bench", "def5678", "cpullm bench --workload seed --db r.db")
+    add_result(db, seed, "pp512+tg128/np32", test="pg", model_type="llama 7B q8_0", model_n_params=LLAMA_7B_PARAMS, format="q8_0",
+               n_threads=40, n_seq=32, n_prompt=512, n_gen=128, avg_ts=61.0, ttft_ms=41000.0, tpot_ms=520.0)
+    db.commit()
+    return db
+
+
+def run_report(*arguments):
+    return subprocess.run([ARGS.cpullm, "report", *arguments], capture_output=True, text=True, timeout=300)
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def verdict_of(html_text, claim):
+    row = re.search(rf"<tr><td>{claim}:.*?</tr>", html_text, re.S).group(0)
+    return re.search(r'<span class="\w+">([^<]+)</span>', row).group(1)
+
+
+class ReportTest(unittest.TestCase):
+    def test_report_renders_in_chromium(self):
+        db = os.path.join(ARGS.workdir, "report.db")
+        build_database(db, int8_speedup=3.4)
+        gpu_results = os.path.join(ARGS.workdir, "gpu.json")
+        with open(gpu_results, "w") as f:
+            json.dump({"schema": "cpullm-gpu-results/1", "results": [GPU_RESULT]}, f)
+        out = os.path.join(ARGS.workdir, "report.html")
+        result = run_report("--db", db, "--gpu-results", gpu_results, "-o", out)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        text = read(out)
+        self.assertRegex(text, r"vLLM 0\.4.*1,234.*measured", "the imported GPU result is in the throughput table")
+        for section in ("latency", "throughput", "roofline", "sweeps", "tco", "gpu", "claims", "runs"):
+            self.assertIn(f'<section id="{section}">', text)
+        self.assertNotRegex(text, r'(src|href)="https?:', "the report must be self-contained")
+        self.assertIn("cpullm bench --workload seed --db r.db", text, "the runs' command lines are shown")
+        # Every figure names its source: a run (host, commit, command) or a model.
+        captions = re.findall(r"<figcaption>(.*?)</figcaption>", text, re.S)
+        self.assertTrue(all("Source: measured, run" in c or "Source: predicted" in c or "Source: computed" in c for c in captions), captions)
+
+        screenshot = os.path.join(ARGS.workdir, "report.png")
+        errors, figures = browser.render(out, screenshot)
+        self.assertEqual(errors, [], "console errors while loading the report")
+        titles = [f["title"] for f in figures]
+        for expected in ("Time to first token and time per output token", "Distribution over repetitions",
+                         "Throughput against threads", "Throughput against concurrent sequences", "Throughput against weight format",
+                         "Throughput against NUMA weight placement", "This host's roofline with measured regions",
+                         "Predicted roofline of profile e5-4627v4", "tokens/s by attn_tile and n_threads", "tokens/s by format and n_seq",
+                         "Cost per million tokens against daily volume"):
+            self.assertIn(expected, titles)
+        for f in figures:
+            self.assertGreater(f["width"], 100, f)
+            self.assertGreater(f["height"], 100, f)
+            self.assertGreater(f["shapes"], 20, f)
+        self.assertGreater(os.path.getsize(screenshot), 50_000)
+
+        # Verdicts come from the rows: INT8 3.4x (C6 confirmed), multiproc saving 71% (C11), the
+        # seed box's 61 tokens/s against the claimed 85 (C13 refuted); the rest as no data says.
+        self.assertEqual(verdict_of(text, "C6"), "confirmed")
+        self.assertEqual(verdict_of(text, "C11"), "confirmed")
+        self.assertEqual(verdict_of(text, "C13"), "refuted")
+        self.assertEqual(verdict_of(text, "C9"), "not measured yet")
+        self.assertEqual(verdict_of(text, "C1"), "refuted")
+
+    def test_verdict_follows_the_data(self):
+        db = os.path.join(ARGS.workdir, "report-slow-int8.db")
+        build_database(db, int8_speedup=1.5)
+        out = os.path.join(ARGS.workdir, "report-slow-int8.html")
+        result = run_report("--db", db, "--runs", "1", "-o", out)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        text = read(out)
+        self.assertEqual(verdict_of(text, "C6"), "refuted")
+        self.assertRegex(text, r"measured avg_ts factor 1\.50x")
+        self.assertEqual(verdict_of(text, "C13"), "not testable here", "--runs 1 leaves out the seed box's run")
+
+    def test_bad_gpu_results(self):
+        path = os.path.join(ARGS.workdir, "gpu-bad.json")
+        with open(path, "w") as f:
+            json.dump({"schema": "cpullm-gpu-results/1", "results": [dict(GPU_RESULT, gpu="v100")]}, f)
+        result = run_report("--gpu-results", path, "-o", os.path.join(ARGS.workdir, "never.html"))
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("gpu-bad.json: results[0]: gpu 'v100' is not one of", result.stderr)
+
+    def test_bad_input(self):
+        out = os.path.join(ARGS.workdir, "never.html")
+        for arguments, message in ((["--db", "/nonexistent.db"], "/nonexistent.db: no such database file"),
+                                   (["--assumptions", "/nonexistent.json"], "/nonexistent.json: cannot read"),
+                                   (["--profile", "nosuch"], "--profile nosuch: no tuning/profiles/nosuch.json"),
+                                   (["--runs", "abc"], "argument --runs: invalid int value: 'abc'")):
+            result = run_report(*arguments, "-o", out)
+            self.assertEqual(result.returncode, 1, arguments)
+            self.assertIn(message, result.stderr)
+            self.assertEqual(result.stderr.count("\n"), 1, result.stderr)
+        db = os.path.join(ARGS.workdir, "report.db")
+        build_database(db, 3.0)
+        result = run_report("--db", db, "--runs", "99", "-o", out)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("no run with id 99", result.stderr)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cpullm", required=True)
+    parser.add_argument("--workdir", required=True)
+    ARGS, rest = parser.parse_known_args()
+    os.makedirs(ARGS.workdir, exist_ok=True)
+    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)

@@ -1,0 +1,370 @@
+#!/usr/bin/python3
+"""Checks of tuning/ that need no cpullm binary: the space file and its constraints, the three
+strategies on a fake measurement function (halving keeps the best, the budget is respected, an
+interrupted sweep resumes without repeating an evaluation), the statistics, the OS checklist
+against a fake /proc and /sys tree, and the roofline predictions against numbers worked out by
+hand.
+
+Usage: test_tuning.py --workdir DIR
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tuning"))
+
+import oscheck  # noqa: E402
+import results as res  # noqa: E402
+import roofline  # noqa: E402
+import space as sp  # noqa: E402
+import stats  # noqa: E402
+from cli_checks import check, run_checks  # noqa: E402
+from strategies import STRATEGIES, halving_plan, parse_duration  # noqa: E402
+
+# Two NUMA nodes of two single-PU cores: enough for cpusets, housekeeping and isolation.
+TOPOLOGY = {"packages": 2, "nodes": [{}, {}],
+            "cores": [{"node": 0, "pus": [0]}, {"node": 0, "pus": [1]}, {"node": 1, "pus": [2]}, {"node": 1, "pus": [3]}]}
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+@check
+def space_parses_toml_and_json(ctx):
+    toml = write(os.path.join(ctx.workdir, "s.toml"), '[values]\nthreads = [1, 2]\nformat = ["q8_0", "q4_0"]\n'
+                                                        'sparsity = [0, 0.5]\n[workload]\nprompt = 16\n')
+    space = sp.load_space(toml)
+    assert space["values"] == {"threads": [1, 2], "format": ["q8_0", "q4_0"], "sparsity": [0.0, 0.5]}, space
+    assert space["workload"] == {"prompt": 16, "gen": 32}
+    assert len(sp.expand(space)) == 8
+    js = write(os.path.join(ctx.workdir, "s.json"), json.dumps({"values": {"bind": ["compact"], "attn_tile": ["8x8"]}}))
+    assert sp.expand(sp.load_space(js)) == [{"bind": "compact", "attn_tile": "8x8"}]
+
+
+@check
+def space_errors_name_the_file_and_key(ctx):
+    cases = {
+        '[values]\nthreds = [1]\n': "values.threds: unknown option",
+        '[values]\nbind = ["everywhere"]\n': "values.bind: 'everywhere' is not one of",
+        '[values]\nthreads = []\n': "values.threads: must be a non-empty list",
+        '[values]\nthreads = ["two"]\n': "values.threads: 'two' is not a int",
+        '[values]\nthreads = [1]\n[workload]\nprompt = 0\n': "workload.prompt",
+        'threads = [1]\n': "needs a \"values\" table",
+        '[values\n': "cannot read the space",
+    }
+    for text, fragment in cases.items():
+        path = write(os.path.join(ctx.workdir, "bad.toml"), text)
+        try:
+            sp.load_space(path)
+        except sp.SpaceError as e:
+            assert str(e).startswith(path) and fragment in str(e), (text, str(e))
+        else:
+            raise AssertionError(f"{text!r} was accepted")
+
+
+@check
+def constraints_drop_what_cannot_run(ctx):
+    points = [{"threads": 3, "cpuset": "0-2"},            # 3 cores usable: fits
+              {"threads": 3, "cpuset": "0-2", "housekeeping": 1},  # node 0 keeps core 1, node 1 none: 1 core
+              {"threads": 1, "cpuset": "7"},              # no CPU 7
+              {"format": "f16"},                           # the model is q8_0: no precision to add
+              {"format": "q8_0", "keep": "first,last"},    # keep with the model's own format changes nothing
+              {"format": "q4_0", "keep": "first,last"},
+              {"sparsity": 0.5},
+              {"placement": "interleave"},                 # two nodes: a real strategy
+              {"prefetch": 1}]                              # generate cannot set it
+    kept, dropped = sp.constrain(points, TOPOLOGY, "q8_0", {"threads", "cpuset", "housekeeping", "placement"})
+    reasons = [r for _, r in dropped]
+    assert kept == [points[0], points[5], points[7]], (kept, reasons)
+    for fragment in ["3 threads do not fit 1 usable cores", "names CPUs this machine lacks", "cannot add precision",
+                     "--keep changes nothing", "has no --sparsity", "cannot set prefetch"]:
+        assert any(fragment in r for r in reasons), (fragment, reasons)
+    kept, _ = sp.constrain([{"sparsity": 0.5}], TOPOLOGY, "q8_0", {"sparsity"})
+    assert kept == [{"sparsity": 0.5}]  # a quantize that prunes
+    one_node = {"packages": 1, "nodes": [{}], "cores": [{"node": 0, "pus": [0]}, {"node": 0, "pus": [1]}]}
+    kept, dropped = sp.constrain([{"placement": "first-touch"}, {"placement": "shard"}], one_node, "f16", {"placement"})
+    assert kept == [{"placement": "first-touch"}] and "every placement is first-touch" in dropped[0][1], (kept, dropped)
+
+
+def fake_space():
+    """27 points; the objective (lower is better) is smallest at threads=2, tile=64, fmt=q4_0."""
+    return [{"threads": t, "attn_tile": a, "format": f} for t in (1, 2, 4) for a in ("8x8", "32x32", "64x64")
+            for f in ("f16", "q8_0", "q4_0")]
+
+
+def fake_value(point):
+    return (abs(point["threads"] - 2) + {"8x8": 2, "32x32": 1, "64x64": 0}[point["attn_tile"]]
+            + {"f16": 3, "q8_0": 1.5, "q4_0": 0}[point["format"]] + 10)
+
+
+class FakeBudget:
+    """A budget counted in evaluations instead of seconds: deterministic."""
+
+    def __init__(self, evaluations):
+        self.left_count = evaluations
+
+    def spent(self):
+        return self.left_count <= 0
+
+    def left(self):
+        return self.left_count
+
+    def elapsed(self):
+        return 0
+
+
+def fake_evaluator(budget, calls, noise=0.0):
+    """Measures with a known objective plus a level-dependent error that shrinks as the level
+    rises (short measurements are noisy, longer ones less)."""
+    def evaluate(point, level):
+        calls.append((sp.point_key(point), level))
+        budget.left_count -= 1
+        wobble = noise / (level + 1) * math.sin(len(calls))
+        return res.summarize(point, level, [{"ttft_ms": fake_value(point) + wobble}], "ttft")
+    return evaluate
+
+
+@check
+def grid_and_random_cover_the_space_within_budget(ctx):
+    better = res.better_for("ttft")
+    calls = []
+    out = STRATEGIES["grid"](fake_space(), fake_evaluator(FakeBudget(100), calls), FakeBudget(100), better=better)
+    assert len(out) == 27 and len(set(calls)) == 27
+    calls, budget = [], FakeBudget(10)
+    out = STRATEGIES["random"](fake_space(), fake_evaluator(budget, calls), budget, better=better, seed=1)
+    assert len(out) == 10, len(out)  # stopped by the budget
+    calls, budget = [], FakeBudget(100)
+    out = STRATEGIES["random"](fake_space(), fake_evaluator(budget, calls), budget, better=better, seed=1, count=5)
+    assert len(out) == 5 and len(set(k for k, _ in calls)) == 5
+
+
+@check
+def halving_keeps_the_best_and_respects_the_budget(ctx):
+    better = res.better_for("ttft")
+    assert halving_plan(27, 3) == [27, 9, 3] and halving_plan(2, 3) == [2] and halving_plan(1, 3) == [1]
+    calls, budget = [], FakeBudget(1000)
+    out = STRATEGIES["halving"](fake_space(), fake_evaluator(budget, calls, noise=0.4), budget, better=better, eta=3)
+    assert len(calls) == 27 + 9 + 3, len(calls)
+    top = max(r["level"] for r in out)
+    final = sorted((r for r in out if r["level"] == top), key=lambda r: r["value"])
+    assert top == 2 and final[0]["point"] == {"threads": 2, "attn_tile": "64x64", "format": "q4_0"}, final[0]
+    calls, budget = [], FakeBudget(30)
+    out = STRATEGIES["halving"](fake_space(), fake_evaluator(budget, calls), budget, better=better, eta=3)
+    assert len(calls) == 30 and max(r["level"] for r in out) == 1, (len(calls), max(r["level"] for r in out))
+
+
+@check
+def interrupted_sweep_resumes_repeating_nothing(ctx):
+    path = os.path.join(ctx.workdir, "state.jsonl")
+    if os.path.exists(path):
+        os.remove(path)
+    better = res.better_for("ttft")
+    measured = []
+
+    def measure(point, level):
+        if len(measured) == 14:
+            raise KeyboardInterrupt  # the user's ^C in the middle of level 0
+        measured.append((sp.point_key(point), level))
+        return res.summarize(point, level, [{"ttft_ms": fake_value(point)}], "ttft")
+
+    def run(resume):
+        state = res.State(path, resume)
+        evaluate = lambda p, level: res.evaluate_stored(state, p, level, measure)[0]  # noqa: E731
+        return STRATEGIES["halving"](fake_space(), evaluate, FakeBudget(1000), better=better, eta=3, seed=4)
+
+    try:
+        run(False)
+        raise AssertionError("the interruption did not happen")
+    except KeyboardInterrupt:
+        pass
+    assert len(measured) == 14
+    try:
+        res.State(path, False)
+        raise AssertionError("a second sweep into the same state file without --resume was accepted")
+    except FileExistsError as e:
+        assert "--resume" in str(e)
+    measured.append(None)  # past the interruption point: measure freely from now on
+    out = run(True)
+    again = [m for m in measured if m is not None]
+    assert len(again) == len(set(again)) == 27 + 9 + 3, (len(again), len(set(again)))
+    assert len(out) == 39
+
+
+@check
+def statistics(ctx):
+    mean, half = stats.mean_ci([10.0, 12.0, 11.0, 13.0])
+    assert mean == 11.5 and abs(half - 3.182 * math.sqrt(5 / 3) / 2) < 1e-9, half
+    assert stats.mean_ci([5.0]) == (5.0, math.inf)
+    values = iter([10.0, 10.1, 9.9, 10.0, 30.0])
+    samples = stats.repeat_until_tight(lambda: {"x": next(values)}, "x", 0.05, 2, 10, 1e9)
+    # Two samples: 12.7 x 0.071 / 1.41 = 0.64 > 5% of 10.05; three: 4.30 x 0.1 / 1.73 = 0.25, within.
+    assert len(samples) == 3, samples
+    rising = iter(range(1, 100))
+    samples = stats.repeat_until_tight(lambda: {"x": float(next(rising))}, "x", 0.0001, 2, 4, 1e9)
+    assert len(samples) == 4  # never tight: stops at max_reps
+    assert parse_duration("90s") == 90 and parse_duration("10m") == 600 and parse_duration("2") == 2
+
+
+@check
+def config_file_uses_long_option_names(ctx):
+    path = os.path.join(ctx.workdir, "best.toml")
+    res.write_config(path, "/m/model-q8_0.gguf", {"threads": 2, "bind": "compact", "attn_tile": "8x8", "format": "q8_0",
+                                                  "placement": "interleave", "sequences": 4}, ["a comment"])
+    with open(path) as f:
+        text = f.read()
+    assert text == ('# a comment\nmodel = "/m/model-q8_0.gguf"\nthreads = 2\nbind = "compact"\nattn-tile = "8x8"\n'
+                    'np = 4\n\n[bench]\nplacement = "interleave"\n'), text
+    import tomllib
+    with open(path, "rb") as f:
+        assert tomllib.load(f)["attn-tile"] == "8x8"
+
+
+def fake_root(workdir):
+    """/proc and /sys of a 2-node, 4-CPU box far from the recommendations."""
+    root = os.path.join(workdir, "fakeroot")
+    shutil.rmtree(root, ignore_errors=True)
+    write(f"{root}/proc/cmdline", "BOOT_IMAGE=/vmlinuz root=/dev/sda1 isolcpus=domain,managed_irq,1,3 nohz_full=1,3\n")
+    write(f"{root}/proc/sys/vm/swappiness", "60\n")
+    write(f"{root}/proc/sys/kernel/numa_balancing", "1\n")
+    write(f"{root}/sys/kernel/mm/transparent_hugepage/enabled", "always [madvise] never\n")
+    write(f"{root}/sys/devices/system/cpu/smt/control", "notsupported\n")
+    for cpu, governor in enumerate(["performance", "powersave", "powersave", "powersave"]):
+        write(f"{root}/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor", governor + "\n")
+    write(f"{root}/sys/devices/system/cpu/intel_pstate/no_turbo", "1\n")
+    write(f"{root}/sys/devices/system/node/node0/meminfo", "Node 0 MemTotal:  8388608 kB\nNode 0 MemFree:  4194304 kB\n")
+    write(f"{root}/sys/devices/system/node/node1/meminfo", "Node 1 MemTotal:  4194304 kB\nNode 1 MemFree:  1048576 kB\n")
+    return root
+
+
+RECOMMENDATIONS = [{"setting": s, "value": v, "why": f"because {s}"} for s, v in
+                   [("isolation", "1"), ("vm.swappiness", "1"), ("transparent_hugepage", "always"), ("smt", "n/a"),
+                    ("governor", "performance"), ("boost", "on"), ("numa_balancing", "0")]]
+
+
+@check
+def os_checklist_against_a_fake_tree(ctx):
+    root = fake_root(ctx.workdir)
+    model = write(os.path.join(ctx.workdir, "model.bin"), "x" * 8192)
+    checks = {c.name: c for c in oscheck.checklist(root, TOPOLOGY, RECOMMENDATIONS, model, 6 << 30)}
+    iso = checks["isolation"]
+    assert iso.status == "change" and "isolcpus=1,3; nohz_full=1,3; rcu_nocbs=(unset)" == iso.current, iso
+    assert "isolcpus=1,3 nohz_full=1,3 rcu_nocbs=1,3" in iso.fix and iso.why == "because isolation", iso
+    assert checks["vm.swappiness"].current == "60" and "sysctl -w vm.swappiness=1" in checks["vm.swappiness"].fix
+    assert checks["transparent hugepages"].current == "madvise" and checks["transparent hugepages"].status == "change"
+    assert checks["SMT"].status == "ok" and "no SMT" in checks["SMT"].why  # notsupported: nothing to switch off
+    write(f"{root}/sys/devices/system/cpu/smt/control", "on\n")
+    smt = next(c for c in oscheck.checklist(root, TOPOLOGY, [dict(RECOMMENDATIONS[3], value="off")], model, 0) if c.name == "SMT")
+    assert smt.status == "change" and smt.fix.startswith("echo off > /sys/devices/system/cpu/smt/control"), smt
+    assert checks["CPU frequency governor"].current == "performance x1, powersave x3"
+    assert "cpupower frequency-set -g performance" in checks["CPU frequency governor"].fix
+    assert checks["boost (turbo)"].current == "off" and "no_turbo" in checks["boost (turbo)"].fix
+    assert checks["NUMA balancing"].current == "1" and "kernel.numa_balancing=0" in checks["NUMA balancing"].fix
+    mem = checks["memory per node"]
+    assert mem.current == "node 0: 8.0 GiB, 4.0 GiB free, node 1: 4.0 GiB, 1.0 GiB free", mem.current
+    assert "DIMMs per node" in mem.fix and "smaller format" in mem.fix, mem.fix  # unbalanced, and 6 GiB > 5 GiB free
+    # Now the same box set as recommended.
+    write(f"{root}/proc/cmdline", "ro isolcpus=1,3 nohz_full=1,3 rcu_nocbs=1,3\n")
+    write(f"{root}/proc/sys/vm/swappiness", "1\n")
+    write(f"{root}/sys/kernel/mm/transparent_hugepage/enabled", "[always] madvise never\n")
+    shutil.rmtree(f"{root}/sys/devices/system/cpu/intel_pstate")
+    shutil.rmtree(f"{root}/sys/devices/system/cpu/cpu1")
+    checks = {c.name: c for c in oscheck.checklist(root, TOPOLOGY, RECOMMENDATIONS, model, 1 << 30)}
+    for name in ("isolation", "vm.swappiness", "transparent hugepages"):
+        assert checks[name].status == "ok" and not checks[name].fix, checks[name]
+    assert checks["boost (turbo)"].status == "unavailable", checks["boost (turbo)"]  # a VM: no cpufreq driver
+    assert oscheck.kernel_cmdline(TOPOLOGY, 1, True, "always") == [
+        "isolcpus=1,3", "nohz_full=1,3", "rcu_nocbs=1,3", "transparent_hugepage=always", "nosmt"]
+
+
+@check
+def page_cache_residency_by_mincore(ctx):
+    path = os.path.join(ctx.workdir, "resident.bin")
+    with open(path, "wb") as f:
+        f.write(os.urandom(4 << 20))
+        f.flush()
+        os.fsync(f.fileno())
+    with open(path, "rb") as f:
+        f.read()
+    assert oscheck.resident_fraction(path) == 1.0
+    fd = os.open(path, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+    after = oscheck.resident_fraction(path)
+    if after == 1.0:
+        return "skip: this filesystem keeps the pages (tmpfs?); the resident case passed"
+    assert after < 0.5, after
+
+
+def tiny_shape():
+    """2 layers, dim 64, vocab 100, F32, its own output matrix: every byte countable by hand."""
+    tensors = [("token_embd.weight", 100, 64, "f32", 100 * 64 * 4)]
+    for layer in range(2):
+        tensors += [(f"blk.{layer}.attn_norm.weight", 1, 64, "f32", 256),
+                    (f"blk.{layer}.attn_q.weight", 64, 64, "f32", 64 * 64 * 4),
+                    (f"blk.{layer}.ffn_down.weight", 64, 48, "f32", 64 * 48 * 4)]  # 48 columns: not whole blocks
+    tensors += [("output.weight", 100, 64, "f32", 100 * 64 * 4)]
+    return roofline.Shape(layers=2, dim=64, kv_dim=64, vocab=100, tensors=tensors)
+
+
+@check
+def roofline_against_hand_computed_numbers(ctx):
+    shape = tiny_shape()
+    # q8_0: 64x64 matrices at 34/32 bytes per weight; ffn_down (48 columns) falls back to F16.
+    sizes = dict(roofline.tensor_bytes(shape, "q8_0"))
+    assert sizes["blk.0.attn_q.weight"] == 64 * 64 * 34 // 32 == 4352
+    assert sizes["blk.0.ffn_down.weight"] == 64 * 48 * 2 and sizes["blk.0.attn_norm.weight"] == 256
+    assert dict(roofline.tensor_bytes(shape, "q4_0"))["output.weight"] == 100 * 64 * 34 // 32  # output stays Q8_0
+    assert dict(roofline.tensor_bytes(shape, "q8_0", keep="first"))["blk.0.attn_q.weight"] == 16384
+    # One decode step at q8_0 reads: one embedding row 68 B, per layer 256 + 4352 + 6144, output 6800.
+    weights = 68 + 2 * (256 + 4352 + 6144) + 6800
+    assert roofline.decode_bytes(shape, "q8_0") == weights == 28372
+    kv = 2 * 2 * 64 * 100 * 4  # K and V, 2 layers, kv dim 64, 100 positions, F32
+    roofs = roofline.Roofs(bandwidth_gbs=1.0)
+    tps, bound = roofline.predict_decode(shape, "q8_0", roofs, batch=1, position=100)
+    assert abs(tps - 1e9 / (weights + kv)) < 1e-6 and bound == "memory bandwidth", (tps, bound)
+    # A matvec kernel slower than memory bounds the weights' part.
+    tps, bound = roofline.predict_decode(shape, "q8_0", roofline.Roofs(bandwidth_gbs=1.0, matvec_gbs={"q8_0": 0.5}), 1, 100)
+    assert abs(tps - 1 / (weights / 0.5e9 + kv / 1e9)) < 1e-6 and bound == "matvec kernel"
+    # Prefill of 10 tokens at 1 GFLOP/s: 2 x (2 x (64x64 + 64x48) + 100x64) x 10 matrix FLOPs
+    # + 2 x layers x dim x 10^2 attention FLOPs; memory: the file's bytes once at 1 GB/s.
+    flops = 2 * (2 * (64 * 64 + 64 * 48) + 100 * 64) * 10 + 2 * 2 * 64 * 100
+    seconds, bound = roofline.predict_prefill(shape, "f32", roofline.Roofs(bandwidth_gbs=1.0, gemm_gflops={"f32": 1.0}), 10)
+    assert abs(seconds - flops / 1e9) < 1e-12 and bound == "compute", (seconds, flops)
+
+
+@check
+def numa_strategies_on_the_e5(ctx):
+    profile_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tuning", "profiles", "e5-4627v4.json")
+    with open(profile_path) as f:
+        e5 = json.load(f)
+    # A 1 GB model (one 1e9-byte matrix) on 4 sockets of 76.8 GB/s at 0.75 efficiency, 32 GB/s links.
+    shape = roofline.Shape(layers=1, dim=1, kv_dim=1, vocab=1,
+                           tensors=[("token_embd.weight", 1, 1, "f32", 4), ("output.weight", 250_000, 1000, "f32", 10 ** 9)])
+    expected = {"shard": 4 * 76.8 * 0.75, "replicate": 4 * 76.8 * 0.75,
+                "interleave": 32 * 4 / 0.75,  # link-bound: 3/4 of the bytes over 4 x 32 GB/s
+                "first-touch": 32 / 0.75}     # link-bound: 3/4 of the bytes through node 0's 32 GB/s
+    for strategy, gbs in expected.items():
+        roofs = roofline.profile_roofs(e5, 4, 10, strategy, 0.75, 0.4)
+        tps, bound = roofline.predict_decode(shape, "f32", roofs, 1, 0)
+        assert abs(tps - gbs) / gbs < 1e-3, (strategy, tps, gbs, bound)
+    # Compute roof: 40 cores x 2.6 GHz x 32 FLOP/cycle x 0.4.
+    assert abs(roofline.profile_roofs(e5, 4, 10, "shard", 0.75, 0.4).gemm_gflops["f32"] - 40 * 2.6 * 32 * 0.4) < 1e-9
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--workdir", required=True)
+    ctx = parser.parse_args()
+    os.makedirs(ctx.workdir, exist_ok=True)
+    sys.exit(run_checks(ctx))
+
+
+if __name__ == "__main__":
+    main()

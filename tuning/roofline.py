@@ -1,0 +1,168 @@
+"""Roofline predictions of prefill (time to first token) and decode (tokens/s) from a model's
+shape and a machine's roofs. Predictions, not measurements: every input is returned with them.
+
+Decode reads every weight once per step (the embedding table: one row per token) and each
+sequence's KV cache; a step of B sequences also does B tokens of FLOPs. Prefill of P tokens does
+2 x parameters x P FLOPs plus attention (P^2 / 2 query-key pairs per layer, 4 x dim FLOPs each),
+and reads the weights once per 512-token chunk. Each phase takes the longer of its memory time
+and its compute time.
+
+Roofs (the `Roofs` fields) come from measurements on this machine (tune --hardware host) or
+from a hardware profile: bandwidth, and per format the rate the kernels reach: matvec (decode;
+bytes/s, where a format's unpacking can make it compute-bound) and GEMM (prefill; FLOP/s).
+"""
+import fnmatch
+import math
+from dataclasses import dataclass, field
+
+# Bytes per weight of each format (Q8_0: 32 int8 + an FP16 scale per block; Q4_0: 32 nibbles +
+# a scale); INT8 per channel adds one FP32 scale per row.
+BYTES_PER_WEIGHT = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32, "int8-channel": 1.0}
+TYPE_FORMAT = {"F32": "f32", "F16": "f16", "BF16": "bf16", "Q8_0": "q8_0", "Q4_0": "q4_0",
+               "CPULLM_INT8_CHANNEL": "int8-channel"}
+CHUNK = 512  # prompt tokens per forward_batch call: the weights are read once per chunk
+
+
+@dataclass
+class Shape:
+    layers: int
+    dim: int
+    kv_dim: int  # dim x kv_heads / heads
+    vocab: int
+    tensors: list  # (name, rows, cols, format, bytes) of the file as it is
+
+
+def model_shape(info):
+    """The shape from `cpullm info --json` (the header only: any size works)."""
+    meta = {k: v["value"] for k, v in info["metadata"].items()}
+    heads = meta["llama.attention.head_count"]
+    kv_heads = meta.get("llama.attention.head_count_kv", heads)
+    dim = meta["llama.embedding_length"]
+    tensors = [(t["name"], t["shape"][1] if len(t["shape"]) > 1 else 1, t["shape"][0],
+                TYPE_FORMAT.get(t["type"], t["type"].lower()), t["bytes"]) for t in info["tensors"]]
+    vocab = next(rows for name, rows, *_ in tensors if name == "token_embd.weight")
+    return Shape(meta["llama.block_count"], dim, dim * kv_heads // heads, vocab, tensors)
+
+
+def kept(name, keep, layers):
+    """Whether `quantize --keep LIST` leaves this tensor at its source type."""
+    for item in filter(None, keep.split(",")):
+        if (item == "first" and name.startswith("blk.0.")) or (item == "last" and name.startswith(f"blk.{layers - 1}.")) \
+                or (item == "embeddings" and name == "token_embd.weight") or (item == "output" and name == "output.weight") \
+                or fnmatch.fnmatch(name, item):
+            return True
+    return False
+
+
+def tensor_bytes(shape, fmt, keep=""):
+    """(name, bytes) of every tensor after `quantize --type fmt --keep keep`, by quantize's rules:
+    2-D *.weight matrices change type; a matrix whose rows are not whole 32-value blocks falls
+    back to F16 (Q8_0, Q4_0, INT8 need them); under q4_0 the output layer is Q8_0."""
+    has_output = any(name == "output.weight" for name, *_ in shape.tensors)
+    out = []
+    for name, rows, cols, source, size in shape.tensors:
+        matrix = name.endswith(".weight") and rows > 1
+        if not matrix or kept(name, keep, shape.layers) or fmt == source:
+            out.append((name, size))
+            continue
+        target = fmt
+        if fmt in ("q8_0", "q4_0", "int8-channel") and cols % 32:
+            target = "f16"
+        elif fmt == "q4_0" and (name == "output.weight" or (name == "token_embd.weight" and not has_output)):
+            target = "q8_0"
+        extra = 4 * rows if target == "int8-channel" else 0
+        out.append((name, int(rows * cols * BYTES_PER_WEIGHT[target]) + extra))
+    return out
+
+
+def matrix_params(shape):
+    """Multiply-adds per token: every matrix but the embedding table, which is a lookup
+    (unless the output is tied to it, when it is also the output layer)."""
+    has_output = any(name == "output.weight" for name, *_ in shape.tensors)
+    return sum(rows * cols for name, rows, cols, *_ in shape.tensors
+               if rows > 1 and (name != "token_embd.weight" or not has_output))
+
+
+@dataclass
+class Roofs:
+    bandwidth_gbs: float  # weights' read bandwidth, GB/s, all threads in use
+    gemm_gflops: dict = field(default_factory=dict)  # format -> prefill GEMM rate, GFLOP/s
+    matvec_gbs: dict = field(default_factory=dict)  # format -> decode matvec rate, GB/s of weights
+    remote_fraction: float = 0.0  # share of weight bytes read across sockets (NUMA strategy)
+    link_gbs: float = math.inf  # cross-socket bandwidth available to those reads, GB/s
+    source: str = ""  # where the figures come from, printed with the predictions
+
+
+def decode_bytes(shape, fmt, keep=""):
+    """Bytes one decode step reads: every tensor, but one row of the embedding table."""
+    total = 0
+    for (name, size), (_, rows, *_rest) in zip(tensor_bytes(shape, fmt, keep), shape.tensors):
+        total += size // rows if name == "token_embd.weight" else size
+    return total
+
+
+def kv_bytes(shape, positions, kv_type_bytes=4):
+    """KV cache bytes one sequence's attention reads at `positions` cached positions."""
+    return 2 * shape.layers * shape.kv_dim * positions * kv_type_bytes
+
+
+def predict_decode(shape, fmt, roofs, batch=1, position=256, keep=""):
+    """Tokens/s of a decode step of `batch` sequences, each with `position` cached positions.
+    Returns (tokens/s, which roof bound it)."""
+    weights = decode_bytes(shape, fmt, keep)
+    bandwidth = roofs.bandwidth_gbs * 1e9
+    weight_rate = min(bandwidth, roofs.matvec_gbs.get(fmt, math.inf) * 1e9)
+    memory = weights / weight_rate + batch * kv_bytes(shape, position) / bandwidth
+    link = weights * roofs.remote_fraction / (roofs.link_gbs * 1e9)
+    flops = batch * (2 * matrix_params(shape) + 4 * shape.layers * shape.dim * position)
+    compute = flops / (roofs.gemm_gflops[fmt] * 1e9) if batch > 1 and fmt in roofs.gemm_gflops else 0.0
+    step = max(memory, link, compute)
+    bound = "compute" if step == compute else "cross-socket link" if step == link else (
+        "matvec kernel" if weight_rate < bandwidth else "memory bandwidth")
+    return batch / step, bound
+
+
+def predict_prefill(shape, fmt, roofs, prompt, keep=""):
+    """Seconds to run a `prompt`-token prefill (the time to first token). Returns (seconds, bound)."""
+    flops = 2 * matrix_params(shape) * prompt + 2 * shape.layers * shape.dim * prompt * prompt
+    compute = flops / (roofs.gemm_gflops[fmt] * 1e9)
+    weights = sum(size for _, size in tensor_bytes(shape, fmt, keep))
+    memory = math.ceil(prompt / CHUNK) * weights / (roofs.bandwidth_gbs * 1e9)
+    return (compute, "compute") if compute >= memory else (memory, "memory bandwidth")
+
+
+# Where a NUMA strategy puts the weights, on S sockets with threads spread over all of them
+# (--bind numa): the share of reads that cross a socket link, the copies of the weights, how
+# many nodes' memory serves the reads, and how many sockets' links carry the remote ones.
+def numa_strategies(sockets):
+    remote = (sockets - 1) / sockets
+    return {
+        "shard": {"remote": 0.0, "copies": 1, "nodes_serving": sockets, "links": sockets,
+                  "why": "each node holds the rows its threads compute"},
+        "replicate": {"remote": 0.0, "copies": sockets, "nodes_serving": sockets, "links": sockets,
+                      "why": "a copy per node: all reads local, memory x sockets"},
+        "interleave": {"remote": remote, "copies": 1, "nodes_serving": sockets, "links": sockets,
+                       "why": f"pages round-robin: {remote:.0%} of each thread's reads cross a link"},
+        "first-touch": {"remote": remote, "copies": 1, "nodes_serving": 1, "links": 1,
+                        "why": "assumed: the page cache was filled by one reader, so every page is on one node, "
+                               "whose memory serves all sockets"},
+    }
+
+
+def profile_roofs(profile, sockets, cores_per_socket, strategy, bandwidth_efficiency, compute_efficiency):
+    """Roofs of a hardware profile under a NUMA strategy: bandwidth from the measured figure
+    where the profile has one, else theoretical x bandwidth_efficiency; compute from cores x
+    base clock x operations per cycle x compute_efficiency."""
+    def value(field):
+        return profile[field]["value"]
+    measured = value("memory_bandwidth_measured_gbs_per_package")
+    per_socket = measured if measured else value("memory_bandwidth_gbs_per_package") * bandwidth_efficiency
+    s = numa_strategies(sockets)[strategy]
+    peak = cores_per_socket * sockets * value("base_clock_ghz")
+    fp = peak * value("fp32_flops_per_cycle_per_core") * compute_efficiency
+    int8 = peak * value("int8_ops_per_cycle_per_core") * compute_efficiency
+    gemm = {"f32": fp, "f16": fp, "bf16": fp, "q8_0": int8, "q4_0": int8, "int8-channel": int8}
+    link = value("socket_link_gbs_per_package")
+    return Roofs(bandwidth_gbs=per_socket * s["nodes_serving"], gemm_gflops=gemm,
+                 remote_fraction=s["remote"], link_gbs=link * s["links"] if link else math.inf,
+                 source=f"profile {profile['name']}, {strategy}")
