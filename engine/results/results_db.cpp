@@ -309,7 +309,8 @@ std::string command_line(int argc, const char* const* argv) {
       for (const char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
       arg = quoted + "'";
     }
-    line += (line.empty() ? "" : " ") + without_password(arg);
+    if (!line.empty()) line += ' ';
+    line += without_password(arg);
   }
   return line;
 }

@@ -166,7 +166,8 @@ TEST_F(Regions, SoftwareCounterCountsEveryThread) {
     busy_wait(0.02);
     main_thread_cpu = thread_cpu_seconds() - before;
   }
-  const RegionTotals& totals = region_snapshot()[Region::ffn_gate];
+  const RegionProfile profile = region_snapshot();
+  const RegionTotals& totals = profile[Region::ffn_gate];
   const double cpu_seconds = totals.counters[0] * 1e-9;  // task-clock counts nanoseconds
   // The sum over threads holds at least the main thread's share (how much the others add depends
   // on how busy this shared machine is) and at most every thread busy for the whole region.
@@ -185,7 +186,9 @@ TEST(Counters, HardwareEventsAreCountedOrExplained) {
     const auto missing = std::find_if(counters.unavailable().begin(), counters.unavailable().end(),
                                       [&](const UnavailableCounter& u) { return u.name == name; });
     EXPECT_NE(opened, missing != counters.unavailable().end()) << name;
-    if (missing != counters.unavailable().end()) EXPECT_FALSE(missing->reason.empty()) << name;
+    if (missing != counters.unavailable().end()) {
+      EXPECT_FALSE(missing->reason.empty()) << name;
+    }
   }
   if (!has_cpu_pmu()) {  // this VM: no PMU, and the reason says so
     ASSERT_FALSE(counters.unavailable().empty());
@@ -249,7 +252,9 @@ TEST(Energy, UnavailableSaysWhy) {
   EXPECT_NE(empty.reason().find("no intel-rapl package or dram zone"), std::string::npos) << empty.reason();
 
   const EnergyMeter here;  // this machine: RAPL, or a reason (this VM has no powercap at all)
-  if (!here.available()) EXPECT_TRUE(here.reason().starts_with("unavailable here: ")) << here.reason();
+  if (!here.available()) {
+    EXPECT_TRUE(here.reason().starts_with("unavailable here: ")) << here.reason();
+  }
 }
 
 TEST(OpCosts, MatmulForEveryWeightType) {
