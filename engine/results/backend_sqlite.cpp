@@ -3,6 +3,9 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <chrono>
+#include <thread>
+
 #include "engine/results/backend.hpp"
 #include "engine/util/error.hpp"
 
@@ -23,7 +26,16 @@ class SqliteConnection final : public Connection {
     if (opened != SQLITE_OK) fail_file(path, "cannot open as an SQLite database: {}", db ? sqlite3_errmsg(db) : "out of memory");
     sqlite3_busy_timeout(handle_.get(), busy_timeout_ms);
     // The first statement reads the file's header: a file that is not SQLite fails here.
-    execute_script("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;");
+    // Switching a new file to WAL needs it alone for a moment, and SQLite answers BUSY at once
+    // there instead of calling the busy handler: processes opening one new file together retry.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms);
+    int wal = SQLITE_OK;
+    while (((wal = sqlite3_exec(handle_.get(), "PRAGMA journal_mode = WAL", nullptr, nullptr, nullptr)) & 0xff) ==
+               SQLITE_BUSY &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (wal != SQLITE_OK) fail_file(path, "SQLite: {}", sqlite3_errmsg(handle_.get()));
+    execute_script("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;");
   }
 
   std::vector<SqlRow> query(const std::string& sql, const std::vector<SqlValue>& params) override {
