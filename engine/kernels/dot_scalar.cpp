@@ -38,10 +38,8 @@ struct ScalarFloatTile {
   static constexpr int kRows = 4, kTokens = 4;
   template <int M, int N>
   static void run(const GemmBlock& b, int64_t r, int64_t t) {
-    const std::byte* w[M];
-    const float* x[N];
-    for (int m = 0; m < M; ++m) w[m] = b.w + (r + m) * b.w_stride;
-    for (int n = 0; n < N; ++n) x[n] = reinterpret_cast<const float*>(b.x + (t + n) * b.x_stride);
+    const FloatTileOperands<M, N> operands(b, r, t);
+    const auto& [w, x] = operands;
     float acc[M][N] = {};
     for (int64_t i = 0; i < b.cols; ++i)
       for (int m = 0; m < M; ++m) {

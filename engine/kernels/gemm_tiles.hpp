@@ -50,6 +50,18 @@ struct IntegerTileOperands {
   }
 };
 
+// What a float micro-kernel reads for the tile at (r, t): its M weight rows as stored (F32, F16
+// or BF16 bytes) and its N tokens' FP32 activations. Bound with `const auto& [w, x] = ...`.
+template <int M, int N>
+struct FloatTileOperands {
+  const std::byte* w[M];  // weight rows r .. r + M
+  const float* x[N];      // activations of tokens t .. t + N
+  FloatTileOperands(const GemmBlock& b, int64_t r, int64_t t) {
+    for (int m = 0; m < M; ++m) w[m] = b.w + (r + m) * b.w_stride;
+    for (int n = 0; n < N; ++n) x[n] = reinterpret_cast<const float*>(b.x + (t + n) * b.x_stride);
+  }
+};
+
 // Runs the M x N tile at (r, t), or, at the block's edges where only m < M rows or n < N tokens
 // are left, the smaller instantiation that fits: every (m, n) up to (M, N) is compiled.
 template <typename Tile, int M, int N>
