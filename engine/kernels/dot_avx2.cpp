@@ -4,7 +4,6 @@
 #include <immintrin.h>
 
 #include "engine/kernels/dot.hpp"
-#include "engine/kernels/gemm_tiles.hpp"
 #include "engine/kernels/int8_rows.hpp"
 #include "engine/util/half.hpp"
 
@@ -72,65 +71,6 @@ struct Avx2BlockDot {
 };
 using Avx2IntegerKernels = IntegerRowKernels<Avx2BlockDot>;
 
-// GEMM tiles. Sixteen ymm registers: float tiles hold 4 x 3 accumulators, the 3 tokens'
-// activations and one converted weight vector; integer tiles 2 x 3 accumulators, the 2 rows'
-// unpacked weight blocks and their absolute values, one activation block and the maddubs
-// temporaries (4 x 2 spilled accumulators to the stack and ran slower).
-template <std::size_t kElement, __m256 (*Load8)(const std::byte*), float (*Load)(const std::byte*)>
-struct Avx2FloatTile {
-  static constexpr int kRows = 4, kTokens = 3;
-  template <int M, int N>
-  static void run(const GemmBlock& b, int64_t r, int64_t t) {
-    const FloatTileOperands<M, N> operands(b, r, t);
-    const auto& [w, x] = operands;
-    __m256 acc[M][N];
-    for (int m = 0; m < M; ++m)
-      for (int n = 0; n < N; ++n) acc[m][n] = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 8 <= b.cols; i += 8) {
-      __m256 xv[N];
-      for (int n = 0; n < N; ++n) xv[n] = _mm256_loadu_ps(x[n] + i);
-      for (int m = 0; m < M; ++m) {
-        const __m256 wv = Load8(w[m] + i * kElement);
-        for (int n = 0; n < N; ++n) acc[m][n] = _mm256_fmadd_ps(wv, xv[n], acc[m][n]);
-      }
-    }
-    for (int m = 0; m < M; ++m)
-      for (int n = 0; n < N; ++n) {
-        float sum = horizontal_sum(acc[m][n]);
-        for (int64_t k = i; k < b.cols; ++k) sum += Load(w[m] + k * kElement) * x[n][k];
-        b.y[(t + n) * b.y_stride + r + m] = sum;
-      }
-  }
-};
-
-template <typename Row>
-struct Avx2IntegerTile {
-  static constexpr int kRows = 2, kTokens = 3;
-  template <int M, int N>
-  static void run(const GemmBlock& b, int64_t r, int64_t t) {
-    const IntegerTileOperands<Row, M, N> operands(b, r, t);
-    const auto& [w, a] = operands;
-    __m256 acc[M][N];
-    for (int m = 0; m < M; ++m)
-      for (int n = 0; n < N; ++n) acc[m][n] = _mm256_setzero_ps();
-    for (int64_t k = 0; k < b.cols / kQuantBlock; ++k) {
-      __m256i wv[M];
-      float ws[M];
-      for (int m = 0; m < M; ++m) wv[m] = w[m].weights(k), ws[m] = w[m].scale(k);
-      for (int n = 0; n < N; ++n) {
-        const __m256i av = load32_i8(a[n][k].q);
-        const float as = fp16_to_fp32(a[n][k].scale);
-        for (int m = 0; m < M; ++m)
-          acc[m][n] = _mm256_fmadd_ps(_mm256_set1_ps(ws[m] * as), _mm256_cvtepi32_ps(block_products(wv[m], av)),
-                                      acc[m][n]);
-      }
-    }
-    for (int m = 0; m < M; ++m)
-      for (int n = 0; n < N; ++n) b.y[(t + n) * b.y_stride + r + m] = horizontal_sum(acc[m][n]);
-  }
-};
-
 }  // namespace
 
 const DotKernels& avx2_dot_kernels() {
@@ -138,15 +78,6 @@ const DotKernels& avx2_dot_kernels() {
       dot_float_row<4, load8_f32, load_f32>, dot_float_row<2, load8_f16, load_f16>,
       dot_float_row<2, load8_bf16, load_bf16>, Avx2IntegerKernels::q8_0, Avx2IntegerKernels::q4_0,
       Avx2IntegerKernels::int8_channel};
-  return kernels;
-}
-
-const GemmKernels& avx2_gemm_kernels() {
-  static const GemmKernels kernels{gemm_kernel<Avx2FloatTile<4, load8_f32, load_f32>>(),
-                                   gemm_kernel<Avx2FloatTile<2, load8_f16, load_f16>>(),
-                                   gemm_kernel<Avx2FloatTile<2, load8_bf16, load_bf16>>(),
-                                   gemm_kernel<Avx2IntegerTile<Q8_0Row>>(), gemm_kernel<Avx2IntegerTile<Q4_0Row>>(),
-                                   gemm_kernel<Avx2IntegerTile<Int8ChannelRow>>()};
   return kernels;
 }
 

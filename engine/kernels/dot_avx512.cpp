@@ -7,7 +7,6 @@
 #include <immintrin.h>
 
 #include "engine/kernels/dot.hpp"
-#include "engine/kernels/gemm_tiles.hpp"
 #include "engine/kernels/int8_rows.hpp"
 
 // GCC 12's headers leave the upper half of a 256-to-512-bit cast undefined on purpose and
@@ -96,93 +95,12 @@ struct Avx512BlockDot {
 };
 using Avx512IntegerKernels = IntegerRowKernels<Avx512BlockDot>;
 
-// GEMM tiles. Thirty-two zmm registers: float tiles hold 4 x 6 accumulators, the 6 tokens'
-// activations and one converted weight vector; integer tiles 4 x 4 accumulators over pairs of
-// blocks, the 4 rows' weight pairs, offsets and scales, and one activation pair (two
-// accumulators spill to the stack, yet 4 x 3 measured slower).
-template <int kElement, __m512 (*Load16)(const std::byte*), float (*Load)(const std::byte*)>
-struct Avx512FloatTile {
-  static constexpr int kRows = 4, kTokens = 6;
-  template <int M, int N>
-  static void run(const GemmBlock& b, int64_t r, int64_t t) {
-    const FloatTileOperands<M, N> operands(b, r, t);
-    const auto& [w, x] = operands;
-    __m512 acc[M][N];
-    for (int m = 0; m < M; ++m)
-      for (int n = 0; n < N; ++n) acc[m][n] = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= b.cols; i += 16) {
-      __m512 xv[N];
-      for (int n = 0; n < N; ++n) xv[n] = _mm512_loadu_ps(x[n] + i);
-      for (int m = 0; m < M; ++m) {
-        const __m512 wv = Load16(w[m] + i * kElement);
-        for (int n = 0; n < N; ++n) acc[m][n] = _mm512_fmadd_ps(wv, xv[n], acc[m][n]);
-      }
-    }
-    for (int m = 0; m < M; ++m)
-      for (int n = 0; n < N; ++n) {
-        float sum = _mm512_reduce_add_ps(acc[m][n]);
-        for (int64_t k = i; k < b.cols; ++k) sum += Load(w[m] + k * kElement) * x[n][k];
-        b.y[(t + n) * b.y_stride + r + m] = sum;
-      }
-  }
-};
-
-template <typename Row>
-struct Avx512IntegerTile {
-  static constexpr int kRows = 4, kTokens = 4;
-  template <int M, int N>
-  static void run(const GemmBlock& b, int64_t r, int64_t t) {
-    const IntegerTileOperands<Row, M, N> operands(b, r, t);
-    const auto& [w, a] = operands;
-    __m512 acc[M][N];
-    for (int m = 0; m < M; ++m)
-      for (int n = 0; n < N; ++n) acc[m][n] = _mm512_setzero_ps();
-    const int64_t blocks = b.cols / kQuantBlock;
-    const __m512i bias = _mm512_set1_epi8(-128);  // 0x80: +128 as an unsigned byte
-    for (int64_t k = 0; k < blocks; k += 2) {
-      const bool pair = k + 1 < blocks;
-      const int64_t k1 = pair ? k + 1 : k;  // the upper half's block (ignored when zeroed)
-      // dpbusd multiplies unsigned by signed bytes: the activations go in as a + 128 and each
-      // lane's sum starts at -128 * (its four weights' sum), which cancels the offset exactly.
-      __m512i wv[M], offset[M];
-      __m512 ws[M];
-      for (int m = 0; m < M; ++m) {
-        wv[m] = block_pair(w[m].weights(k), w[m].weights(k1), pair);
-        const __m512i zero = _mm512_setzero_si512();
-        offset[m] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, wv[m]));
-        ws[m] = scale_pair(w[m].scale(k), w[m].scale(k1));
-      }
-      for (int n = 0; n < N; ++n) {
-        const __m512i av = _mm512_xor_si512(block_pair(load32_i8(a[n][k].q), load32_i8(a[n][k1].q), pair), bias);
-        const __m512 as = scale_pair(fp16_to_fp32(a[n][k].scale), fp16_to_fp32(a[n][k1].scale));
-        for (int m = 0; m < M; ++m) {
-          const __m512i sums = _mm512_dpbusd_epi32(offset[m], av, wv[m]);  // 16 lanes of exact a . w
-          acc[m][n] = _mm512_fmadd_ps(_mm512_mul_ps(ws[m], as), _mm512_cvtepi32_ps(sums), acc[m][n]);
-        }
-      }
-    }
-    for (int m = 0; m < M; ++m)
-      for (int n = 0; n < N; ++n) b.y[(t + n) * b.y_stride + r + m] = _mm512_reduce_add_ps(acc[m][n]);
-  }
-};
-
 }  // namespace
 
 const DotKernels& avx512_dot_kernels() {
   static const DotKernels kernels{dot_float_row<4, load16_f32, load_f32>, dot_float_row<2, load16_f16, load_f16>,
                                   dot_float_row<2, load16_bf16, load_bf16>, Avx512IntegerKernels::q8_0,
                                   Avx512IntegerKernels::q4_0, Avx512IntegerKernels::int8_channel};
-  return kernels;
-}
-
-const GemmKernels& avx512_gemm_kernels() {
-  static const GemmKernels kernels{gemm_kernel<Avx512FloatTile<4, load16_f32, load_f32>>(),
-                                   gemm_kernel<Avx512FloatTile<2, load16_f16, load_f16>>(),
-                                   gemm_kernel<Avx512FloatTile<2, load16_bf16, load_bf16>>(),
-                                   gemm_kernel<Avx512IntegerTile<Q8_0Row>>(),
-                                   gemm_kernel<Avx512IntegerTile<Q4_0Row>>(),
-                                   gemm_kernel<Avx512IntegerTile<Int8ChannelRow>>()};
   return kernels;
 }
 

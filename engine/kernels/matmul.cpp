@@ -1,12 +1,13 @@
 #include "engine/kernels/matmul.hpp"
 
+#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <new>
 #include <vector>
 
-#include "engine/kernels/gemm_tiles.hpp"
-#include "engine/kernels/quant_formats.hpp"
+#include "engine/kernels/gemm.hpp"
 #include "engine/kernels/kernel_table.hpp"
 #include "engine/kernels/sparse.hpp"
 #include "engine/util/error.hpp"
@@ -14,20 +15,110 @@
 namespace cpullm {
 namespace {
 
-GemmKernel gemm_for(Isa isa, const WeightMatrix& w) {
-  if (!matvec_supports(w.type, w.cols))
-    fail("matmul: no kernel for weight type {} with {} columns", ggml_type_name(w.type), w.cols);
-  return entry_for_type(table_for_isa(isa, scalar_gemm_kernels, avx2_gemm_kernels, avx512_gemm_kernels), w.type);
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A thread's packed panels, reused from call to call; 64-byte aligned so that every panel
+// vector load is one cache line.
+std::byte* panel_buffer(int64_t bytes) {
+  struct Aligned {
+    std::byte* data = nullptr;
+    int64_t bytes = 0;
+    ~Aligned() { operator delete[](data, std::align_val_t{64}); }
+  };
+  thread_local Aligned buffer;
+  if (buffer.bytes < bytes) {
+    operator delete[](buffer.data, std::align_val_t{64});
+    buffer.data = static_cast<std::byte*>(operator new[](bytes, std::align_val_t{64}));
+    buffer.bytes = bytes;
+  }
+  return buffer.data;
 }
 
-// n rounded down to a multiple of `step`, and at least one step.
-int64_t whole_steps(int64_t n, int64_t step) { return std::max(step, n / step * step); }
+// The loops around the micro-kernel. `steps` are the units of the row (columns for float
+// panels, blocks of 32 for integer ones), `step_bytes` what one step of an R-row panel takes.
+//  - depth: the steps of one pass. One panel of that depth fills a quarter of L2, and one
+//    tile of N tokens' activations over it stays in L1 while the panels pass under it. It
+//    depends only on the cache size, never on the thread count: each output is the same
+//    sequence of FP32 additions whatever the threads.
+//  - a block: the panels one thread packs per pass, about half of L2, and fewer when the
+//    threads would otherwise run out of rows.
+// Per pass: pack the block's panels, then run every tile of N tokens over each panel in turn.
+template <typename Pack, typename Run>
+void blocked_gemm(int64_t rows, int64_t steps, int64_t tokens, int R, int N, int64_t step_bytes, int64_t l2_bytes,
+                  Pack pack, Run run) {
+  const int64_t depth = std::clamp<int64_t>(l2_bytes / 4 / step_bytes, 1, steps);
+  const int64_t panels = ceil_div(rows, R);
+  const int64_t panel_bytes = depth * step_bytes;
+  const int64_t block_panels =
+      std::clamp<int64_t>(l2_bytes / 2 / panel_bytes, 1, ceil_div(panels, omp_get_max_threads()));
+  const int64_t blocks = ceil_div(panels, block_panels);
+#pragma omp parallel
+  {
+    std::byte* buffer = panel_buffer(block_panels * panel_bytes);
+#pragma omp for schedule(static)
+    for (int64_t block = 0; block < blocks; ++block) {
+      const int64_t first = block * block_panels, count = std::min(block_panels, panels - first);
+      for (int64_t s0 = 0; s0 < steps; s0 += depth) {
+        const int64_t d = std::min(depth, steps - s0);
+        for (int64_t p = 0; p < count; ++p) pack(buffer + p * d * step_bytes, (first + p) * R, s0, d);
+        for (int64_t t0 = 0; t0 < tokens; t0 += N)
+          for (int64_t p = 0; p < count; ++p) {
+            const int64_t r0 = (first + p) * R;
+            run(buffer + p * d * step_bytes, r0, t0, s0, d, std::min<int64_t>(R, rows - r0),
+                std::min<int64_t>(N, tokens - t0), s0 > 0);
+          }
+      }
+    }
+  }
+}
+
+void float_gemm(const GemmKernels& k, float* y, int64_t y_stride, const WeightMatrix& w, const float* x,
+                int64_t x_stride, int64_t tokens, int64_t l2_bytes) {
+  const int R = k.float_rows;
+  blocked_gemm(
+      w.rows, w.cols, tokens, R, k.float_tokens, R * static_cast<int64_t>(sizeof(float)), l2_bytes,
+      [&](std::byte* panel, int64_t r0, int64_t k0, int64_t depth) {
+        pack_float_panel(w, r0, k0, depth, R, reinterpret_cast<float*>(panel));
+      },
+      [&](const std::byte* panel, int64_t r0, int64_t t0, int64_t k0, int64_t depth, int64_t rows, int64_t n,
+          bool accumulate) {
+        k.float_tile({reinterpret_cast<const float*>(panel), x + t0 * x_stride + k0, x_stride,
+                      y + t0 * y_stride + r0, y_stride, depth, rows, n, accumulate});
+      });
+}
+
+// Every token's row is quantized to Q8_0 once, before any tile.
+void integer_gemm(const GemmKernels& k, float* y, int64_t y_stride, const WeightMatrix& w, const float* x,
+                  int64_t x_stride, int64_t tokens, int64_t l2_bytes) {
+  const int64_t blocks = w.cols / kQuantBlock;
+  thread_local std::vector<ActivationBlock> activations;  // (tokens, blocks), reused from call to call
+  activations.resize(static_cast<std::size_t>(tokens * blocks));
+  ActivationBlock* a = activations.data();  // this thread's buffer (in the loop below the name is each worker's)
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < tokens; ++t) quantize_activations(x + t * x_stride, a + t * blocks, w.cols);
+
+  const int R = k.integer_rows;
+  blocked_gemm(
+      w.rows, blocks, tokens, R, k.integer_tokens, integer_panel_block_bytes(R), l2_bytes,
+      [&](std::byte* panel, int64_t r0, int64_t b0, int64_t count) {
+        pack_integer_panel(w, r0, b0, count, R, k.weight_flip, panel);
+      },
+      [&](const std::byte* panel, int64_t r0, int64_t t0, int64_t b0, int64_t count, int64_t rows, int64_t n,
+          bool accumulate) {
+        k.integer_tile({panel, a + t0 * blocks + b0, blocks, y + t0 * y_stride + r0, y_stride, count, rows, n,
+                        accumulate});
+      });
+}
 
 }  // namespace
 
 int64_t l2_cache_bytes() {
   const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
   return l2 > 0 ? l2 : 256 * 1024;
+}
+
+const GemmKernels& gemm_kernels(Isa isa) {
+  return table_for_isa(isa, scalar_gemm_kernels, avx2_gemm_kernels, avx512_gemm_kernels);
 }
 
 void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride, int64_t tokens) {
@@ -42,45 +133,12 @@ void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, i
 void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride, int64_t tokens,
             Isa isa, int64_t l2_bytes) {
   if (is_sparse(w.type)) return sparse_matmul(y, y_stride, w, x, x_stride, tokens, isa);
-  const GemmKernel kernel = gemm_for(isa, w);
+  if (!matvec_supports(w.type, w.cols))
+    fail("matmul: no kernel for weight type {} with {} columns", ggml_type_name(w.type), w.cols);
+  const GemmKernels& kernels = gemm_kernels(isa);
   if (tokens <= 0 || w.rows <= 0) return;
-
-  // Pack the activations: integer weights meet every token's row quantized to Q8_0 blocks,
-  // float weights meet the rows as they are.
-  const std::byte* packed = reinterpret_cast<const std::byte*>(x);
-  int64_t packed_stride = x_stride * static_cast<int64_t>(sizeof(float));  // bytes per token
-  thread_local std::vector<BlockQ8_0> quantized;  // (tokens, cols / 32), reused from call to call
-  if (uses_q8_0_activations(w.type)) {
-    const int64_t blocks = w.cols / kQuantBlock;
-    quantized.resize(static_cast<std::size_t>(tokens * blocks));
-    BlockQ8_0* out = quantized.data();  // this thread's buffer (in the loop below the name is each worker's)
-#pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < tokens; ++t) quantize_row_q8_0(x + t * x_stride, out + t * blocks, w.cols);
-    packed = reinterpret_cast<const std::byte*>(out);
-    packed_stride = blocks * static_cast<int64_t>(sizeof(BlockQ8_0));
-  }
-
-  // Cache blocking. A block of weight rows fills a quarter of L2 and stays there while every
-  // tile of the token panel passes over it; the panel is read again for each row block (from
-  // L2 or L3: only one tile's tokens are needed at a time), the weights once per panel (from
-  // memory). So the panel is as large as a core's share of L3 (about 4 x L2 on the Xeon E5 v4):
-  // at 512 tokens x 4096 columns of F32, 4 x L2 ran 15% faster than half of L2 and 16 x L2 no
-  // faster. Both are whole register tiles, leaving edge tiles only at the matrix's edges;
-  // neither depends on the thread count.
-  const int64_t w_stride = row_bytes(w);
-  const int64_t panel_tokens = whole_steps(l2_bytes * 4 / packed_stride, kernel.tile_tokens);
-  const int64_t block_rows = whole_steps(l2_bytes / 4 / w_stride, kernel.tile_rows);
-  const int64_t row_blocks = (w.rows + block_rows - 1) / block_rows;
-
-#pragma omp parallel
-  for (int64_t t0 = 0; t0 < tokens; t0 += panel_tokens) {
-#pragma omp for schedule(static)
-    for (int64_t rb = 0; rb < row_blocks; ++rb) {
-      const int64_t r0 = rb * block_rows;
-      kernel.run({y + t0 * y_stride + r0, y_stride, w.data + r0 * w_stride, w_stride, packed + t0 * packed_stride,
-                  packed_stride, std::min(block_rows, w.rows - r0), std::min(panel_tokens, tokens - t0), w.cols});
-    }
-  }
+  if (uses_q8_0_activations(w.type)) integer_gemm(kernels, y, y_stride, w, x, x_stride, tokens, l2_bytes);
+  else float_gemm(kernels, y, y_stride, w, x, x_stride, tokens, l2_bytes);
 }
 
 void matmul_reference(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride,

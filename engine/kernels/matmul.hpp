@@ -1,9 +1,9 @@
 // Matrix-matrix products for prefill and batches: Y (tokens, rows) = X (tokens, cols) . W^T,
-// with W as it lies in the mapping (any type matvec runs). The weights are read in place,
-// never repacked, so every process mapping the file keeps sharing its pages; the activations
-// are packed once per call (Q8_0 blocks for the integer formats, as matvec does for one
-// vector). A register-tiled micro-kernel per ISA level (gemm_tiles.hpp) computes each tile over
-// the full row; tokens go in panels and weight rows in blocks sized to the caches.
+// with W as it lies in the mapping (any type matvec runs). A few weight rows at a time are
+// packed into a thread's panel (gemm.hpp) and a register-tiled micro-kernel per ISA level runs
+// every tile of tokens over it; the file's pages are only read, so every process mapping it
+// keeps sharing them. Activations are used in place (float formats) or quantized to Q8_0 once
+// per call (integer formats). Passes over the columns and blocks of panels are sized to L2.
 #pragma once
 #include <cstdint>
 
@@ -28,8 +28,7 @@ void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, i
 void matmul_reference(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride,
                       int64_t tokens);
 
-// The per-core L2 the blocking is sized to, from sysconf (256 KiB where it says 0). Tiles run
-// over the full row length, so no size is chosen from L1.
+// The per-core L2 the blocking is sized to, from sysconf (256 KiB where it says 0).
 int64_t l2_cache_bytes();
 
 }  // namespace cpullm

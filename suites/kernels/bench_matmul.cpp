@@ -1,11 +1,14 @@
 // The prefill GEMM at LLaMA-7B's attention (4096x4096) and feed-forward (11008x4096) shapes,
 // for a 32- and a 512-token prompt, every weight type and ISA level, next to the same product
-// done as one matvec per token (what prefill did before the GEMM). FLOP/s counts 2 * rows *
-// cols * tokens.
+// done as one matvec per token (what prefill did before the GEMM), and the packing alone.
+// FLOP/s counts 2 * rows * cols * tokens.
 #include <benchmark/benchmark.h>
+
+#include <omp.h>
 
 #include <vector>
 
+#include "engine/kernels/gemm.hpp"
 #include "engine/kernels/matmul.hpp"
 #include "suites/kernels/random_weights.hpp"
 
@@ -57,5 +60,51 @@ void Cases(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_Matmul)->Name("matmul")->Apply(Cases)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// Packing alone: every panel of the matrix packed once, as matmul does per call (weights are
+// never stored repacked). A file holding the weights already in panel layout would save this
+// time on each call, and no more: the micro-kernels would be the same. Arguments: weight type,
+// rows, cols, ISA.
+void BM_GemmPacking(benchmark::State& state) {
+  const auto type = static_cast<GgmlType>(state.range(0));
+  const int64_t rows = state.range(1), cols = state.range(2);
+  const auto isa = static_cast<Isa>(state.range(3));
+  if (!cpullm::cpu_supports(isa)) {
+    state.SkipWithError("this CPU lacks the ISA");
+    return;
+  }
+  Weights w = random_weights(type, rows, cols);
+  const cpullm::GemmKernels& kernels = cpullm::gemm_kernels(isa);
+  const bool integer = cpullm::uses_q8_0_activations(type);
+  const int R = integer ? kernels.integer_rows : kernels.float_rows;
+  const int64_t panel_bytes =
+      integer ? cpullm::integer_panel_block_bytes(R) * (cols / cpullm::kQuantBlock) : R * cols * int64_t{sizeof(float)};
+  std::vector<std::vector<std::byte>> panels(omp_get_max_threads(), std::vector<std::byte>(panel_bytes));
+  for (auto _ : state) {
+#pragma omp parallel
+    {
+      std::vector<std::byte>& panel = panels[omp_get_thread_num()];
+#pragma omp for schedule(static)
+      for (int64_t r0 = 0; r0 < rows; r0 += R) {
+        if (integer)
+          cpullm::pack_integer_panel(w.matrix, r0, 0, cols / cpullm::kQuantBlock, R, kernels.weight_flip, panel.data());
+        else
+          cpullm::pack_float_panel(w.matrix, r0, 0, cols, R, reinterpret_cast<float*>(panel.data()));
+        benchmark::DoNotOptimize(panel.data());
+      }
+    }
+  }
+  state.counters["bytes/s"] = benchmark::Counter(static_cast<double>(w.matrix.rows * cpullm::row_bytes(w.matrix)),
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(cpullm::ggml_type_name(type)) + " " + std::string(cpullm::isa_name(isa)) + " pack");
+}
+
+void PackingCases(benchmark::internal::Benchmark* b) {
+  for (auto type : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0})
+    for (Isa isa : {Isa::Avx2, Isa::Avx512})
+      b->Args({static_cast<int64_t>(type), 4096, 4096, static_cast<int64_t>(isa)});
+}
+
+BENCHMARK(BM_GemmPacking)->Name("gemm_packing")->Apply(PackingCases)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -87,8 +87,9 @@ void expect_matches_reference(Isa isa, GgmlType type, int64_t tokens, int64_t ro
 using MatmulCase = std::tuple<Isa, GgmlType>;
 class MatmulTest : public ::testing::TestWithParam<MatmulCase> {};
 
-// Tokens and rows off every register tile (RM 2 or 4, RN 3, 4 or 6); columns off every
-// vector width (8, 16, 64 floats) and odd and even block counts.
+// Tokens off every register tile's width (N: 4 or 6 tokens), rows off every panel height (R: 8,
+// 16, 32 or 64 rows, the last panel padded); columns off every vector width and 8 x 8 transpose
+// (8, 16 floats), and odd and even block counts.
 TEST_P(MatmulTest, MatchesReferenceOnRaggedShapes) {
   auto [isa, type] = GetParam();
   if (!cpu_supports(isa)) GTEST_SKIP() << "this CPU has no " << isa_name(isa);
@@ -99,8 +100,9 @@ TEST_P(MatmulTest, MatchesReferenceOnRaggedShapes) {
         expect_matches_reference(isa, type, tokens, rows, cols);
 }
 
-// Blocking sized for a 4 KiB L2: token panels of a few register tiles and row blocks of one,
-// so these shapes cross many of both, ragged at the ends.
+// Blocking sized for a 4 KiB L2: passes of a few columns (float) or one block (integer) and
+// blocks of one panel, so these shapes cross many of both, ragged at the ends, and every output
+// is summed over many passes.
 TEST_P(MatmulTest, MatchesReferenceAcrossCacheBlocks) {
   auto [isa, type] = GetParam();
   if (!cpu_supports(isa)) GTEST_SKIP() << "this CPU has no " << isa_name(isa);
@@ -135,7 +137,7 @@ TEST(Matmul, SameResultForAnyThreadCount) {
     omp_set_num_threads(2);
     matmul(two.data(), 300, m.view, x.data(), 4096, tokens);
     omp_set_num_threads(threads);
-    EXPECT_EQ(one, two) << ggml_type_name(type);  // each output is one tile's sequential sum
+    EXPECT_EQ(one, two) << ggml_type_name(type);  // the passes over the columns do not depend on the threads
   }
 }
 

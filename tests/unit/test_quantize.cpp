@@ -101,6 +101,33 @@ void expect_error(Action action, std::initializer_list<std::string_view> fragmen
 
 // llama.cpp's llama-quantize output for stories260K, tensor by tensor: same set of tensors,
 // and each with the same type, shape and bytes (llama.cpp orders the tensors differently).
+// The vectorised Q8_0 quantizer against llama.cpp's scalar reference written out here
+// (quantize_row_q8_0_ref): the same bytes for random blocks, blocks of zeros, and blocks whose
+// products x / d land exactly on halves, where the rounding direction (away from zero) shows.
+TEST(Quantize, Q8_0QuantizerMatchesTheScalarReference) {
+  auto reference = [](const float* x, BlockQ8_0& out) {
+    float amax = 0.0f;
+    for (int j = 0; j < kQuantBlock; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f, inverse = d != 0.0f ? 1.0f / d : 0.0f;
+    out.scale = fp32_to_fp16(d);
+    for (int j = 0; j < kQuantBlock; ++j) out.q[j] = static_cast<int8_t>(std::round(x[j] * inverse));
+  };
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
+  std::vector<float> x(64 * kQuantBlock);
+  for (float& v : x) v = dist(rng);
+  std::fill(x.begin() + kQuantBlock, x.begin() + 2 * kQuantBlock, 0.0f);
+  for (int j = 0; j < kQuantBlock; ++j) x[2 * kQuantBlock + j] = (j % 2 ? -1.0f : 1.0f) * (j + 0.5f);  // d = 1 after
+  x[2 * kQuantBlock] = 127.0f;                                                                        // amax = 127
+  std::vector<BlockQ8_0> fast(64), expected(64);
+  quantize_row_q8_0(x.data(), fast.data(), static_cast<int64_t>(x.size()));
+  for (int b = 0; b < 64; ++b) {
+    reference(&x[b * kQuantBlock], expected[b]);
+    ASSERT_EQ(std::memcmp(&fast[b], &expected[b], sizeof(BlockQ8_0)), 0) << "block " << b;
+  }
+  EXPECT_EQ(fast[2].q[1], -2);  // -1.5 rounds away from zero
+}
+
 TEST(Quantize, MatchesLlamaCppByteForByte) {
   auto f32 = test::shared_model("stories260K.gguf");
   auto q8 = test::shared_model("stories260K-q8_0.gguf");

@@ -1,0 +1,111 @@
+// The GEMM's inner part: the packed weight panels and the micro-kernel each ISA level runs
+// over them. matmul.cpp does the cache blocking, the threads and the packing calls.
+//
+// A panel holds R consecutive weight rows (R: the micro-kernel's register tile height) over a
+// range of columns, laid out so that one vector load gives one column's values for all R rows.
+// The micro-kernel computes an R x N tile of outputs (N tokens) as a sum of rank-1 updates:
+// per column, R weights (a few vectors) times each token's activation (a broadcast). Every
+// accumulator is a whole vector of outputs: no horizontal sums, no strided loads.
+//
+// Packing turns every weight format into one of two panel types, so each ISA level has two
+// micro-kernels in all, whatever the formats:
+//   float panels (F32, F16, BF16 weights): (depth, R) FP32; column k's R rows at panel[k * R].
+//   integer panels (Q8_0, Q4_0, INT8_CHANNEL): per block of 32 columns, 8 groups of 4 columns,
+//     each R rows x 4 int8 (row r's 4 weights at bytes (g * R + r) * 4 of the block), then the
+//     R rows' FP32 scales. One int32 lane per row takes 4 products at once (vpdpbusd, or
+//     maddubs + madd).
+// Panels are packed per tile at run time and never stored: the weights stay as they are in the
+// mapping, shared by every process that maps the file (docs/kernels.md measures the cost).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/kernels/isa.hpp"
+#include "engine/kernels/matvec.hpp"
+#include "engine/kernels/quant_formats.hpp"
+
+namespace cpullm {
+
+// One token's 32 activations, quantized to Q8_0 for the integer kernels, with what those
+// would otherwise recompute for every tile: the scale in FP32 and the sum of the values.
+struct ActivationBlock {
+  float scale;             // the Q8_0 block's FP16 scale, in FP32
+  int32_t sum;             // q[0] + ... + q[31]
+  int8_t q[kQuantBlock];   // the quantized values
+};
+
+// What a float micro-kernel computes: y[t][r] (+)= sum over the depth's columns k of
+// panel[k][r] * x[t][k], for r < rows, t < tokens.
+struct FloatTile {
+  const float* panel;   // (depth, R) packed weights
+  const float* x;       // (tokens, x_stride) activations, at the depth range's first column
+  int64_t x_stride;     // floats between two tokens' activations
+  float* y;             // (tokens, y_stride) outputs, at the tile's first row
+  int64_t y_stride;     // floats between two tokens' outputs
+  int64_t depth;        // columns in this pass
+  int64_t rows, tokens; // the outputs to write: rows <= R (a panel's last rows are padding), tokens <= N
+  bool accumulate;      // add to y (later depth ranges) or overwrite it (the first)
+};
+
+// The same for integer panels: exact int32 sums per block, scaled by the weight's and the
+// activation's scales, summed in FP32 across blocks.
+struct IntegerTile {
+  const std::byte* panel;     // (blocks) packed blocks
+  const ActivationBlock* a;   // (tokens, a_stride) activations, at the depth range's first block
+  int64_t a_stride;           // blocks between two tokens' activations
+  float* y;                   // (tokens, y_stride) outputs, at the tile's first row
+  int64_t y_stride;           // floats between two tokens' outputs
+  int64_t blocks;             // blocks of 32 columns in this pass
+  int64_t rows, tokens;       // as FloatTile
+  bool accumulate;            // as FloatTile
+};
+
+// One ISA level's micro-kernels and their register tiles.
+struct GemmKernels {
+  void (*float_tile)(const FloatTile& tile);
+  void (*integer_tile)(const IntegerTile& tile);
+  int float_rows, float_tokens;      // R x N of the float tile
+  int integer_rows, integer_tokens;  // R x N of the integer tile
+  uint8_t weight_flip;               // XORed into packed integer weights: 0x80 stores w + 128 as an
+                                     // unsigned byte, for kernels that multiply unsigned weights
+                                     // by signed activations (vpdpbusd); 0 keeps them signed
+};
+
+const GemmKernels& scalar_gemm_kernels();
+const GemmKernels& avx2_gemm_kernels();
+const GemmKernels& avx512_gemm_kernels();  // only call where cpu_supports(Isa::Avx512)
+// The table of `isa`; an Error where this CPU cannot run it.
+const GemmKernels& gemm_kernels(Isa isa);
+
+// Bytes of one block of an integer panel of R rows: 32 weights and one FP32 scale per row.
+constexpr int64_t integer_panel_block_bytes(int rows) { return rows * (kQuantBlock + 4); }
+
+// panel (depth, R) = rows [r0, r0 + R) of a float-format matrix over columns [k0, k0 + depth);
+// rows past w.rows are zeros.
+void pack_float_panel(const WeightMatrix& w, int64_t r0, int64_t k0, int64_t depth, int R, float* panel);
+// panel (blocks) = rows [r0, r0 + R) of an integer-format matrix over blocks [b0, b0 + blocks),
+// each weight byte XORed with `flip`; rows past w.rows are zero weights with a zero scale.
+void pack_integer_panel(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t blocks, int R, uint8_t flip,
+                        std::byte* panel);
+// out (cols / 32) = x (cols) quantized as Q8_0 (quantize_row_q8_0's rounding), with sums.
+void quantize_activations(const float* x, ActivationBlock* out, int64_t cols);
+
+// The end of every micro-kernel: tile (N, R) holds its outputs, of which the first `rows` of
+// each of the first `tokens` tokens are written to (or added to) y.
+inline void write_tile(const float* tile, int R, float* y, int64_t y_stride, int64_t rows, int64_t tokens,
+                       bool accumulate) {
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t r = 0; r < rows; ++r)
+      y[t * y_stride + r] = accumulate ? y[t * y_stride + r] + tile[t * R + r] : tile[t * R + r];
+}
+
+// Calls f.template operator()<N>() with N = tokens, for 1 <= tokens <= kMax: the micro-kernel is
+// compiled for every token count, so the last tile of a panel of tokens runs the one that fits.
+template <int kMax, typename F>
+void with_token_count(int64_t tokens, F&& f) {
+  if constexpr (kMax > 1)
+    if (tokens < kMax) return with_token_count<kMax - 1>(tokens, f);
+  f.template operator()<kMax>();
+}
+
+}  // namespace cpullm

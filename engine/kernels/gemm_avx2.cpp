@@ -1,0 +1,92 @@
+// The GEMM micro-kernels for AVX2 + FMA, the Xeon E5 v4's instruction set. Sixteen ymm
+// registers: the float tile holds 16 rows x 6 tokens of accumulators (12), the column's two
+// weight vectors and one broadcast activation; the integer tile 8 rows x 4 tokens of int32 block
+// sums and FP32 totals (8), the weights, their absolute values and the maddubs temporaries.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "engine/kernels/gemm.hpp"
+
+namespace cpullm {
+namespace {
+
+constexpr int kFloatRows = 16, kFloatTokens = 6;
+constexpr int kIntegerRows = 8, kIntegerTokens = 4;
+
+template <int N>
+void float_tile_of(const FloatTile& t) {
+  __m256 acc[2][N];
+  #pragma GCC unroll 8
+  for (int n = 0; n < N; ++n) acc[0][n] = acc[1][n] = _mm256_setzero_ps();
+  const float* panel = t.panel;
+  for (int64_t k = 0; k < t.depth; ++k, panel += kFloatRows) {
+    const __m256 w0 = _mm256_load_ps(panel), w1 = _mm256_load_ps(panel + 8);
+    #pragma GCC unroll 8
+    for (int n = 0; n < N; ++n) {
+      const __m256 x = _mm256_broadcast_ss(t.x + n * t.x_stride + k);
+      acc[0][n] = _mm256_fmadd_ps(w0, x, acc[0][n]);
+      acc[1][n] = _mm256_fmadd_ps(w1, x, acc[1][n]);
+    }
+  }
+  alignas(32) float tile[N][kFloatRows];
+  #pragma GCC unroll 8
+  for (int n = 0; n < N; ++n) _mm256_store_ps(tile[n], acc[0][n]), _mm256_store_ps(tile[n] + 8, acc[1][n]);
+  write_tile(&tile[0][0], kFloatRows, t.y, t.y_stride, t.rows, t.tokens, t.accumulate);
+}
+
+// 4 weights of each of 8 rows (signed) times the same 4 activations, summed into 8 int32
+// lanes. maddubs multiplies unsigned by signed bytes: |w| meets a carrying w's sign; pairs stay
+// within int16 (2 * 128 * 127, activations being at most 127 in magnitude).
+inline __m256i quad_products(__m256i abs_w, __m256i w, __m256i a) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(a, w)), _mm256_set1_epi16(1));
+}
+
+template <int N>
+void integer_tile_of(const IntegerTile& t) {
+  __m256 acc[N];
+  #pragma GCC unroll 8
+  for (int n = 0; n < N; ++n) acc[n] = _mm256_setzero_ps();
+  const std::byte* block = t.panel;
+  for (int64_t b = 0; b < t.blocks; ++b, block += integer_panel_block_bytes(kIntegerRows)) {
+    const ActivationBlock* a[N];
+    __m256i sums[N];
+    #pragma GCC unroll 8
+    for (int n = 0; n < N; ++n) a[n] = t.a + n * t.a_stride + b, sums[n] = _mm256_setzero_si256();
+    #pragma GCC unroll 8
+    for (int g = 0; g < kQuantBlock / 4; ++g) {
+      const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(block + g * 4 * kIntegerRows));
+      const __m256i abs_w = _mm256_abs_epi8(w);
+      #pragma GCC unroll 8
+      for (int n = 0; n < N; ++n) {
+        int32_t quad;
+        std::memcpy(&quad, a[n]->q + 4 * g, 4);
+        sums[n] = _mm256_add_epi32(sums[n], quad_products(abs_w, w, _mm256_set1_epi32(quad)));
+      }
+    }
+    const __m256 scales = _mm256_load_ps(reinterpret_cast<const float*>(block + kQuantBlock * kIntegerRows));
+    #pragma GCC unroll 8
+    for (int n = 0; n < N; ++n)
+      acc[n] = _mm256_fmadd_ps(_mm256_mul_ps(scales, _mm256_set1_ps(a[n]->scale)), _mm256_cvtepi32_ps(sums[n]), acc[n]);
+  }
+  alignas(32) float tile[N][kIntegerRows];
+  #pragma GCC unroll 8
+  for (int n = 0; n < N; ++n) _mm256_store_ps(tile[n], acc[n]);
+  write_tile(&tile[0][0], kIntegerRows, t.y, t.y_stride, t.rows, t.tokens, t.accumulate);
+}
+
+void float_tile(const FloatTile& t) {
+  with_token_count<kFloatTokens>(t.tokens, [&]<int N>() { float_tile_of<N>(t); });
+}
+void integer_tile(const IntegerTile& t) {
+  with_token_count<kIntegerTokens>(t.tokens, [&]<int N>() { integer_tile_of<N>(t); });
+}
+
+}  // namespace
+
+const GemmKernels& avx2_gemm_kernels() {
+  static const GemmKernels kernels{float_tile, integer_tile, kFloatRows, kFloatTokens, kIntegerRows, kIntegerTokens, 0};
+  return kernels;
+}
+
+}  // namespace cpullm

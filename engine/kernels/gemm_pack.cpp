@@ -1,0 +1,112 @@
+// Packing of weight panels and activations for the GEMM (layouts in gemm.hpp). Baseline code
+// (AVX2): the same packing serves every ISA level's micro-kernels.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/kernels/gemm.hpp"
+#include "engine/kernels/int8_rows.hpp"
+#include "engine/kernels/row_convert.hpp"
+#include "engine/util/error.hpp"
+
+namespace cpullm {
+namespace {
+
+// Float rows are converted a chunk of columns at a time into a small buffer, then transposed
+// into the panel's column-major layout. Panels are whole groups of 8 rows (every R is).
+constexpr int64_t kPackChunk = 256;
+
+// v[i] (8 int32 of row i) becomes v[g] (element g of each of the 8 rows): the 8 x 8 transpose.
+[[gnu::always_inline]] inline void transpose_8x8_epi32(__m256i v[8]) {
+  __m256i pairs[8], quads[8];
+  for (int i = 0; i < 8; i += 2) {
+    pairs[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
+    pairs[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4)
+    for (int j = 0; j < 2; ++j) {
+      quads[i + j] = _mm256_unpacklo_epi64(pairs[i + j], pairs[i + j + 2]);
+      quads[i + j + 2] = _mm256_unpackhi_epi64(pairs[i + j], pairs[i + j + 2]);
+    }
+  // quads[0..3] hold rows 0-3 and quads[4..7] rows 4-7, elements (0, 4), (2, 6), (1, 5), (3, 7).
+  constexpr int element_pair[4] = {0, 2, 1, 3};
+  for (int q = 0; q < 4; ++q) {
+    v[element_pair[q]] = _mm256_permute2x128_si256(quads[q], quads[q + 4], 0x20);
+    v[element_pair[q] + 4] = _mm256_permute2x128_si256(quads[q], quads[q + 4], 0x31);
+  }
+}
+
+// Eight rows at a time: their blocks' 8 groups of 4 weights are transposed in registers, so
+// each group of the panel is written as one 32-byte store.
+template <typename Row>
+void pack_integer_rows(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t blocks, int R, uint8_t flip,
+                       std::byte* panel) {
+  const int64_t stride = row_bytes(w);
+  const int64_t block_bytes = integer_panel_block_bytes(R);
+  const __m256i flip_bytes = _mm256_set1_epi8(static_cast<char>(flip));
+  for (int r8 = 0; r8 < R; r8 += 8) {
+    Row rows[8];
+    const int real = static_cast<int>(std::clamp<int64_t>(w.rows - (r0 + r8), 0, 8));  // rows 0..real-1 exist
+    for (int i = 0; i < real; ++i) rows[i] = Row::from(w.data + (r0 + r8 + i) * stride);
+    for (int64_t b = 0; b < blocks; ++b) {
+      std::byte* block = panel + b * block_bytes;
+      __m256i v[8];
+      for (int i = 0; i < 8; ++i) v[i] = _mm256_xor_si256(i < real ? rows[i].weights(b0 + b) : _mm256_setzero_si256(), flip_bytes);
+      transpose_8x8_epi32(v);
+      for (int g = 0; g < kQuantBlock / 4; ++g)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(block + (g * R + r8) * 4), v[g]);
+      auto* scales = reinterpret_cast<float*>(block + kQuantBlock * R) + r8;
+      for (int i = 0; i < 8; ++i) scales[i] = i < real ? rows[i].scale(b0 + b) : 0.0f;
+    }
+  }
+}
+
+}  // namespace
+
+void pack_float_panel(const WeightMatrix& w, int64_t r0, int64_t k0, int64_t depth, int R, float* panel) {
+  const int64_t stride = row_bytes(w);
+  const int64_t element = row_bytes(w.type, 1);
+  alignas(32) float values[8][kPackChunk];  // 8 rows' chunk in FP32
+  for (int r8 = 0; r8 < R; r8 += 8) {
+    const int real = static_cast<int>(std::clamp<int64_t>(w.rows - (r0 + r8), 0, 8));  // rows 0..real-1 exist
+    for (int64_t c0 = 0; c0 < depth; c0 += kPackChunk) {
+      const int64_t n = std::min(kPackChunk, depth - c0);
+      for (int i = 0; i < 8; ++i)
+        if (i < real) decode_row(w.type, w.data + (r0 + r8 + i) * stride + (k0 + c0) * element, values[i], n);
+        else std::fill_n(values[i], n, 0.0f);
+      int64_t k = 0;
+      for (; k + 8 <= n; k += 8) {  // an 8 x 8 transpose in registers, one 32-byte store per column
+        __m256i v[8];
+        for (int i = 0; i < 8; ++i) v[i] = _mm256_castps_si256(_mm256_load_ps(values[i] + k));
+        transpose_8x8_epi32(v);
+        for (int j = 0; j < 8; ++j) _mm256_storeu_si256(reinterpret_cast<__m256i*>(panel + (c0 + k + j) * R + r8), v[j]);
+      }
+      for (; k < n; ++k)
+        for (int i = 0; i < 8; ++i) panel[(c0 + k) * R + r8 + i] = values[i][k];
+    }
+  }
+}
+
+void pack_integer_panel(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t blocks, int R, uint8_t flip,
+                        std::byte* panel) {
+  switch (w.type) {
+    case GgmlType::Q8_0: return pack_integer_rows<Q8_0Row>(w, r0, b0, blocks, R, flip, panel);
+    case GgmlType::Q4_0: return pack_integer_rows<Q4_0Row>(w, r0, b0, blocks, R, flip, panel);
+    case GgmlType::CPULLM_INT8_CHANNEL: return pack_integer_rows<Int8ChannelRow>(w, r0, b0, blocks, R, flip, panel);
+    default: fail("matmul: no integer panel for weight type {}", ggml_type_name(w.type));
+  }
+}
+
+void quantize_activations(const float* x, ActivationBlock* out, int64_t cols) {
+  for (int64_t b = 0; b < cols / kQuantBlock; ++b) {
+    BlockQ8_0 block;
+    quantize_row_q8_0(x + b * kQuantBlock, &block, kQuantBlock);
+    out[b].scale = fp16_to_fp32(block.scale);
+    out[b].sum = 0;
+    for (int j = 0; j < kQuantBlock; ++j) out[b].sum += block.q[j];
+    std::memcpy(out[b].q, block.q, kQuantBlock);
+  }
+}
+
+}  // namespace cpullm
