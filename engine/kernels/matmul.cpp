@@ -40,8 +40,9 @@ std::byte* panel_buffer(int64_t bytes) {
 //    tile of N tokens' activations over it stays in L1 while the panels pass under it. It
 //    depends only on the cache size, never on the thread count: each output is the same
 //    sequence of FP32 additions whatever the threads.
-//  - a block: the panels one thread packs per pass, about half of L2, and fewer when the
-//    threads would otherwise run out of rows.
+//  - a block: the panels one thread packs per pass, at most half of L2, and as many blocks as
+//    make an equal number per thread (8 panels of 32 rows on 2 threads: 4 blocks of 2 panels,
+//    2 per thread, not blocks of 3 + 3 + 2).
 // Per pass: pack the block's panels, then run every tile of N tokens over each panel in turn.
 template <typename Pack, typename Run>
 void blocked_gemm(int64_t rows, int64_t steps, int64_t tokens, int R, int N, int64_t step_bytes, int64_t l2_bytes,
@@ -49,8 +50,10 @@ void blocked_gemm(int64_t rows, int64_t steps, int64_t tokens, int R, int N, int
   const int64_t depth = std::clamp<int64_t>(l2_bytes / 4 / step_bytes, 1, steps);
   const int64_t panels = ceil_div(rows, R);
   const int64_t panel_bytes = depth * step_bytes;
-  const int64_t block_panels =
-      std::clamp<int64_t>(l2_bytes / 2 / panel_bytes, 1, ceil_div(panels, omp_get_max_threads()));
+  const int64_t threads = omp_get_max_threads();
+  const int64_t most_panels = std::max<int64_t>(1, l2_bytes / 2 / panel_bytes);  // per block, in half of L2
+  const int64_t rounds = ceil_div(panels, threads * most_panels);                  // blocks per thread
+  const int64_t block_panels = ceil_div(panels, threads * rounds);
   const int64_t blocks = ceil_div(panels, block_panels);
 #pragma omp parallel
   {
