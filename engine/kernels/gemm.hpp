@@ -27,10 +27,11 @@
 namespace cpullm {
 
 // One token's 32 activations, quantized to Q8_0 for the integer kernels, with what those
-// would otherwise recompute for every tile: the scale in FP32 and the sum of the values.
+// would otherwise recompute for every tile: the scale in FP32, and what weights stored as
+// w + 128 (weight_flip 0x80) add to the block's products, to start its sum from.
 struct ActivationBlock {
   float scale;             // the Q8_0 block's FP16 scale, in FP32
-  int32_t sum;             // q[0] + ... + q[31]
+  int32_t offset_sum;      // -128 * (q[0] + ... + q[31])
   int8_t q[kQuantBlock];   // the quantized values
 };
 
@@ -87,7 +88,7 @@ void pack_float_panel(const WeightMatrix& w, int64_t r0, int64_t k0, int64_t dep
 // each weight byte XORed with `flip`; rows past w.rows are zero weights with a zero scale.
 void pack_integer_panel(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t blocks, int R, uint8_t flip,
                         std::byte* panel);
-// out (cols / 32) = x (cols) quantized as Q8_0 (quantize_row_q8_0's rounding), with sums.
+// out (cols / 32) = x (cols) quantized as Q8_0 (quantize_row_q8_0's rounding), with offset sums.
 void quantize_activations(const float* x, ActivationBlock* out, int64_t cols);
 
 // The end of every micro-kernel: tile (N, R) holds its outputs, of which the first `rows` of

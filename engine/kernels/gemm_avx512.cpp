@@ -52,7 +52,8 @@ void float_tile_of(const FloatTile& t) {
 
 // vpdpbusd multiplies unsigned by signed bytes: the panel holds w + 128 as unsigned bytes
 // (weight_flip 0x80), so each block's int32 sum starts at -128 * (the activations' sum), which
-// cancels the offset exactly.
+// cancels the offset exactly; it is broadcast from memory for each row group (a load, where a
+// register copy would take a vector ALU slot from vpdpbusd).
 template <int N>
 void integer_tile_of(const IntegerTile& t) {
   __m512 acc[2][N];
@@ -65,7 +66,8 @@ void integer_tile_of(const IntegerTile& t) {
     #pragma GCC unroll 8
     for (int n = 0; n < N; ++n) {
       a[n] = t.a + n * t.a_stride + b;
-      sums[0][n] = sums[1][n] = _mm512_set1_epi32(-128 * a[n]->sum);
+      sums[0][n] = _mm512_set1_epi32(a[n]->offset_sum);
+      sums[1][n] = _mm512_set1_epi32(a[n]->offset_sum);
     }
     #pragma GCC unroll 8
     for (int g = 0; g < kQuantBlock / 4; ++g) {

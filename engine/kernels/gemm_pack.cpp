@@ -103,8 +103,9 @@ void quantize_activations(const float* x, ActivationBlock* out, int64_t cols) {
     BlockQ8_0 block;
     quantize_row_q8_0(x + b * kQuantBlock, &block, kQuantBlock);
     out[b].scale = fp16_to_fp32(block.scale);
-    out[b].sum = 0;
-    for (int j = 0; j < kQuantBlock; ++j) out[b].sum += block.q[j];
+    int32_t sum = 0;
+    for (int j = 0; j < kQuantBlock; ++j) sum += block.q[j];
+    out[b].offset_sum = -128 * sum;
     std::memcpy(out[b].q, block.q, kQuantBlock);
   }
 }
