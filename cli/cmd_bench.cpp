@@ -44,6 +44,7 @@ struct BenchOptions {
   std::string workloads_file = default_workloads_path();
   std::string workload_dir = "models/workloads";
   std::string db;
+  bool regions = true;  // with --db: the instrumented repetition and the roofs (--no-regions: neither)
   std::optional<int64_t> resume_id;
   bool resume = false;
   std::string command;  // the command line, for the results database
@@ -246,17 +247,24 @@ void run_bench(BenchOptions& o, const CLI::App& command) {
   const std::unique_ptr<Reporter> reporter = make_reporter(o.output, stdout, point_markdown_columns(points), "test");
   const HostInfo host = detect_host();
   std::set<std::string> printed_notes;  // each note once, not once per point
+  // With --db each point also gets an instrumented repetition after its timed ones: the regions table.
+  PointRequest request;
+  request.profile = db.db != nullptr && o.regions;
   for (std::size_t i = 0; i < points.size(); ++i) {
     const BenchPoint& point = points[i];
     if (db.done.contains(point.case_name())) continue;
     std::fprintf(stderr, "cpullm: bench: point %zu/%zu: %s %s\n", i + 1, points.size(), point.model.c_str(),
                  point.case_name().c_str());
-    const PointMeasurement measurement = run_point(point);
+    const PointMeasurement measurement = run_point(point, request);
     for (const auto& note : measurement.machine.notes)
       if (printed_notes.insert(note).second) std::fprintf(stderr, "cpullm: note: %s\n", note.c_str());
     const Record record = point_record(point, measurement, host);
     reporter->add(record);
-    if (db.db) db.db->add_result(db.run_id, result_record(record, point.n_gen == 0 ? "pp" : point.n_prompt == 0 ? "tg" : "pg"));
+    if (!db.db) continue;
+    if (!measurement.energy_unavailable.empty() && printed_notes.insert(measurement.energy_unavailable).second)
+      std::fprintf(stderr, "cpullm: note: energy_j not stored: %s\n", measurement.energy_unavailable.c_str());
+    db.db->add_result(db.run_id, point_result_record(record, measurement,
+                                                     point.n_gen == 0 ? "pp" : point.n_prompt == 0 ? "tg" : "pg"));
   }
   reporter->finish();
   if (db.db) db.db->finish_run(db.run_id);
@@ -309,6 +317,8 @@ void register_bench(CLI::App& app) {
   command->add_option("--workloads-file", o->workloads_file, "Workloads file")->capture_default_str();
   command->add_option("--workload-dir", o->workload_dir, "Where workload models are written and found")->capture_default_str();
   command->add_option("--db", o->db, "Results database: SQLite file or postgresql:// URL; every point committed at once");
+  command->add_flag("!--no-regions", o->regions, "With --db, skip the instrumented repetition that stores each point's "
+                    "regions and the roofs it measures (about a second per thread count): for callers running bench many times");
   command->add_flag("--load", o->load, "The load scenario: Poisson arrivals against continuous batching (docs/bench.md)");
   command->add_option("--rate", o->rates, "--load: requests per second, comma list")->delimiter(',')->capture_default_str();
   command->add_option("--requests", o->requests, "--load: requests per run")->check(CLI::Range(1, 1000000))->capture_default_str();

@@ -7,6 +7,7 @@ from statistics import median
 
 import predict
 import tco
+import throughput
 from page import Section, esc, table
 
 # Options that identify a configuration; two results equal in all but one form a pair.
@@ -132,15 +133,7 @@ def audit(contents, context):
     out.append(speedup_claim(contents, "C10: 8x8 tiling of QK^T reduces cache misses (faster attention)", "attn_tile",
                              lambda v: v == "8x8", lambda v: v not in (None, "", "8x8"), "avg_ts", "pp", QUALITATIVE,
                              "cpullm bench -m MODEL -p 512 --attn-tile 8x8,64x64 --db results.db"))
-    sharing = [r for r in contents.results if r.get("test") == "multiproc" and "model_saved_fraction" in r["metrics"]]
-    if sharing:
-        saved = max(r["metrics"]["model_saved_fraction"] for r in sharing)
-        out.append(Verdict("C11: mmap'ed shared weights: 40% less memory for multi-process inference",
-                           f"measured: up to {saved:.0%} of the model's memory saved ({runs_named(contents, sharing)})",
-                           "confirmed" if saved >= 0.4 * 0.8 else "refuted", "measured"))
-    else:
-        out.append(Verdict("C11: mmap'ed shared weights: 40% less memory for multi-process inference", "no multi-process result",
-                           "not measured yet", "none", "cpullm bench -m MODEL --processes 4 --db results.db"))
+    out.append(c11_verdict(contents))
 
     w = a["workload"]
     tps, ttft = predict.predicted_cpu("e5-4627v4", w, "q8_0", a["prediction_efficiency"])
@@ -166,6 +159,27 @@ def audit(contents, context):
     return out
 
 
+def c11_verdict(contents):
+    """C11 from cpullm bench --processes: the largest share of the model's memory saved by
+    processes sharing its mapping, confirmed at 80% of the claimed 40%."""
+    claim = "C11: mmap'ed shared weights: 40% less memory for multi-process inference"
+    sharing = throughput.sharing_results(contents)
+    if not sharing:
+        return Verdict(claim, "no multi-process result", "not measured yet", "none", "cpullm bench -m MODEL --processes 4 --db results.db")
+    best = max(sharing, key=lambda r: r["metrics"]["model_saved_fraction"])
+    m = best["metrics"]
+    processes = best["config"].get("processes")
+    sizes = ""
+    if m.get("model_sum_rss_bytes") and m.get("model_sum_pss_bytes"):
+        sizes = f": sum of Pss {m['model_sum_pss_bytes'] / 2**20:.0f} MiB against sum of Rss {m['model_sum_rss_bytes'] / 2**20:.0f} MiB"
+    saved = m["model_saved_fraction"]
+    limit = f"; copies would save 0%, {processes} processes sharing every page {1 - 1 / processes:.0%}" if processes else ""
+    who = f"{processes} processes" if processes else "processes"
+    return Verdict(claim, f"measured by cpullm bench --processes: {who} sharing the mapped model saved {saved:.0%} "
+                          f"of its memory{sizes} (the best of {len(sharing)} result(s); {runs_named(contents, sharing)}){limit}",
+                   "confirmed" if saved >= 0.4 * 0.8 else "refuted", "measured")
+
+
 def c15_verdict(contents, context):
     """C15 by the TCO model at 100k tokens/day: the first CPU option against the first GPU option."""
     a = context.assumptions
@@ -176,7 +190,7 @@ def c15_verdict(contents, context):
     cost = {}
     for kind, option in options.items():
         tps = predict.option_throughput(option, contents, context.gpu_results, context.gpus, a)
-        cost[kind] = (tco.daily_cost(option, tps.value, tco.option_power(option, context.gpus), 1e5, a)[0], tps.kind)
+        cost[kind] = (tco.daily_cost(option, tps.value, tco.option_power(option, contents, context.gpus, a["workload"]), 1e5, a)[0], tps.kind)
     saving = 1 - cost["cpu"][0] / cost["gpu"][0]
     return Verdict("C15: under 100k tokens/day the E5 server's TCO is over 60% lower; '70% of the GPU's performance at a third of the cost'",
                    f"TCO model at 100k tokens/day: {options['cpu']['name']} {cost['cpu'][0]:.2f} vs {options['gpu']['name']} "

@@ -41,7 +41,7 @@ def side_by_side(contents, context):
                ("4 x E5-4627 v4 (seed's claim)", [r[2] for r in SEED_TABLE], "claimed")]
     for option in a["options"]:
         throughput = predict.option_throughput(option, contents, context.gpu_results, context.gpus, a)
-        power = tco.option_power(option, context.gpus)
+        power = tco.option_power(option, contents, context.gpus, a["workload"])
         kwh = tco.daily_cost(option, throughput.value, power, throughput.value * 86400, a)[1]
         ttft = None
         if option["kind"] == "cpu":

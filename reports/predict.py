@@ -86,21 +86,24 @@ def parameters(model):
     return sum(rows * cols for _, rows, cols, _, _ in llama_shape(model).tensors)
 
 
+def workload_results(contents, option, workload):
+    """The results of the workload (sequences, prompt, model size) on hosts whose CPU model
+    matches the option."""
+    target = parameters(workload["model"])
+    return [r for r in contents.results
+            if r.get("avg_ts") and r.get("n_seq") == workload["n_seq"] and r.get("n_prompt") == workload["n_prompt"]
+            and r.get("model_n_params") and abs(r["model_n_params"] - target) < 0.05 * target
+            and option.get("cpu_model_match", "\0") in (contents.runs[r["run_id"]].get("cpu_model") or "")]
+
+
 def measured_cpu(contents, option, workload):
     """The best measured generation tokens/s of the workload on a host whose CPU model matches
     the option, or None."""
-    target = parameters(workload["model"])
-    best = None
-    for r in contents.results:
-        run = contents.runs[r["run_id"]]
-        if (r.get("avg_ts") and r.get("n_seq") == workload["n_seq"] and r.get("n_prompt") == workload["n_prompt"]
-                and r.get("model_n_params") and abs(r["model_n_params"] - target) < 0.05 * target
-                and option.get("cpu_model_match", "\0") in (run.get("cpu_model") or "")
-                and (best is None or r["avg_ts"] > best[0]["avg_ts"])):
-            best = (r, run)
-    if best is None:
+    results = workload_results(contents, option, workload)
+    if not results:
         return None
-    r, run = best
+    r = max(results, key=lambda r: r["avg_ts"])
+    run = contents.runs[r["run_id"]]
     return Figure(r["avg_ts"], "measured", f"measured, run {run['id']} on {run['host']} ({run['cpu_model']}), commit {run['git_commit']}, "
                                            f"{run['started_at']}: {run['command']}")
 

@@ -1,6 +1,9 @@
-"""Roofline: this host's memory and compute roofs, measured by the kernel benchmarks
-(memory_read, peak), with every profiled region as a point (FLOPs / bytes against FLOP/s); then
-a hardware profile's theoretical roofs with the same regions where that machine would put them."""
+"""Roofline: this host's memory and compute roofs, with every profiled region (the `regions`
+table cpullm bench --db fills from an instrumented repetition) as a point (FLOPs / bytes against
+FLOP/s); then a hardware profile's theoretical roofs with the same regions where that machine
+would put them. The roofs are those stored by the kernel benchmarks (scripts/nightly:
+memory_read, peak) where the database has them for the host, else those cpullm bench measured
+next to its regions; the figure says which."""
 import glob
 import json
 import os
@@ -8,15 +11,18 @@ import os
 import numpy as np
 
 import predict
-from page import Section, esc, figure, new_figure, no_data, number, runs_source, table
+from page import Section, esc, figure, new_figure, no_data, number, paragraph, runs_source, table
 
 
 
 def roofline_host(contents):
-    """The fingerprint of the newest run with kernel results: the host whose roofs are drawn
-    (roofs and points of different machines never share a figure)."""
+    """The fingerprint of the newest run with kernel results, else of the newest run with profiled
+    regions: the host whose roofs are drawn (roofs and points of different machines never share
+    a figure)."""
     kernel_runs = [r["run_id"] for r in contents.results if r.get("test") == "kernel"]
-    return contents.runs[max(kernel_runs)]["fingerprint"] if kernel_runs else None
+    region_runs = [r["run_id"] for r in contents.results if contents.regions.get(r["id"])]
+    runs = kernel_runs or region_runs
+    return contents.runs[max(runs)]["fingerprint"] if runs else None
 
 
 def on_host(contents, result, host):
@@ -36,13 +42,36 @@ def best_counter(contents, host, case_prefix, counter):
 
 
 def region_points(contents):
-    """(name, arithmetic intensity FLOP/byte, FLOP/s, result) of every profiled region."""
-    points = []
+    """(name, arithmetic intensity FLOP/byte, FLOP/s, result) of every profiled region with
+    arithmetic; (name, result) of those without (a table lookup: no place on a FLOP/s axis)."""
+    points, no_flops = [], []
     for r in contents.results:
         for region in contents.regions.get(r["id"], []):
             if region["seconds"] > 0 and region["bytes"] > 0 and region["flops"] > 0:
                 points.append((region["name"], region["flops"] / region["bytes"], region["flops"] / region["seconds"], r))
-    return points
+            else:
+                no_flops.append((region["name"], r))
+    return points, no_flops
+
+
+def host_roofs(contents, host):
+    """(bytes/s, FLOP/s, where they come from, the results they come from) of the host, or None:
+    the kernel benchmarks' stored roofs, else the best roofs cpullm bench measured with its regions."""
+    bandwidth, bw_result = best_counter(contents, host, "kernel/memory_read", "bytes_per_second")
+    peak, peak_result = best_counter(contents, host, "kernel/peak", "FLOP/s")
+    if bandwidth and peak:
+        return (bandwidth, peak, "roofs stored by scripts/nightly's kernel benchmarks (bench_kernels memory_read and peak)",
+                [bw_result, peak_result])
+    measured = [r for r in contents.results if on_host(contents, r, host)
+                and r["metrics"].get("roof_memory_bytes_per_s") and r["metrics"].get("roof_flops_per_s")]
+    if not measured:
+        return None
+    bw = max(measured, key=lambda r: r["metrics"]["roof_memory_bytes_per_s"])
+    pk = max(measured, key=lambda r: r["metrics"]["roof_flops_per_s"])
+    return (bw["metrics"]["roof_memory_bytes_per_s"], pk["metrics"]["roof_flops_per_s"],
+            f"roofs measured by cpullm bench next to its regions (no kernel benchmarks stored for this host): "
+            f"memory {bw['metrics'].get('roof_memory_source', '')}; compute {pk['metrics'].get('roof_compute_source', '')}",
+            [bw, pk])
 
 
 def profile_roofs(profile):
@@ -57,14 +86,8 @@ def profile_roofs(profile):
     return roofs.bandwidth_gbs * 1e9, roofs.gemm_gflops["f32"] * 1e9, f"{sockets} x {cores} cores"
 
 
-def host_figure(contents, points):
-    host = roofline_host(contents)
-    bandwidth, bw_result = best_counter(contents, host, "kernel/memory_read", "bytes_per_second")
-    peak, peak_result = best_counter(contents, host, "kernel/peak", "FLOP/s")
-    points = [p for p in points if on_host(contents, p[3], host)]
-    if not bandwidth or not peak:
-        return None, no_data("this host's roofs (memory read bandwidth and FP32 peak)",
-                             "scripts/nightly --db results.db (runs bench_kernels memory_read and peak)")
+def host_figure(contents, roofs, points):
+    bandwidth, peak, roofs_source, roof_results = roofs
     fig, ax = new_figure()
     intensity = np.logspace(-2, 3, 200)
     ax.loglog(intensity, np.minimum(bandwidth * intensity, peak), "k-",
@@ -75,8 +98,8 @@ def host_figure(contents, points):
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("FLOP/s")
     ax.legend(fontsize=6, ncol=3)
-    source = runs_source(contents.runs, [bw_result, peak_result] + [p[3] for p in points])
-    return (bandwidth, peak), figure(fig, "This host's roofline with measured regions", source)
+    source = f"{runs_source(contents.runs, roof_results + [p[3] for p in points])}; {roofs_source}"
+    return figure(fig, "This host's roofline with measured regions", source)
 
 
 def profile_figure(profile_name, roofs, points):
@@ -97,20 +120,35 @@ def profile_figure(profile_name, roofs, points):
 
 
 def build(contents, context):
-    points = region_points(contents)
-    host_roofs, body = host_figure(contents, points)
+    all_points, no_flops = region_points(contents)
+    host = roofline_host(contents)
+    points = [p for p in all_points if on_host(contents, p[3], host)]
+    roofs = host_roofs(contents, host) if host else None
+    body = ""
+    if not all_points:
+        body += no_data("per-region FLOPs, bytes and time", "cpullm bench -m MODEL -pg 64,16 --db results.db "
+                        "(each point gets one instrumented repetition after its timed ones)")
+    elif not roofs:
+        body += no_data("this host's roofs (memory read bandwidth and FP32 peak)",
+                        "cpullm bench -m MODEL --db results.db (measures them with the regions) or scripts/nightly --db results.db")
+    else:
+        body += host_figure(contents, roofs, points)
+        body += paragraph(f"Roofs: {roofs[2]}. Every region with arithmetic of every profiled point on this host is a point "
+                          f"({len(points)}); {len(all_points) - len(points)} of other hosts are left out.")
+    if no_flops:
+        names = sorted({name for name, _ in no_flops})
+        body += paragraph(f"Without FLOPs, so not on a FLOP/s axis: {', '.join(names)} (a table lookup moves bytes only).")
     if points:
         def share_of_roof(ai, rate):
-            return f"{rate / min(host_roofs[0] * ai, host_roofs[1]):.0%}" if host_roofs else "\u2014"
+            return f"{rate / min(roofs[0] * ai, roofs[1]):.0%}" if roofs else "\u2014"
         rows = [[esc(name), number(ai), number(rate / 1e9), share_of_roof(ai, rate), esc(r["case_name"])]
                 for name, ai, rate, r in points[:60]]
-        body += table(["region", "FLOP/byte", "GFLOP/s", "share of this host's roof", "case"], rows)
-    else:
-        body += no_data("per-region FLOPs, bytes and time", "cpullm bench -m MODEL --profile --db results.db")
+        shown = "" if len(points) <= 60 else f" (the first 60 of {len(points)})"
+        body += table(["region", "FLOP/byte", "GFLOP/s", "share of this host's roof", "case" + shown], rows)
     for path in sorted(glob.glob(os.path.join(predict.PROFILES, "*.json"))):
         with open(path) as f:
             profile = json.load(f)
-        roofs = profile_roofs(profile)
-        if roofs and profile["name"] == context.profile:
-            body += profile_figure(profile["name"], roofs, points)
+        profile_roof = profile_roofs(profile)
+        if profile_roof and profile["name"] == context.profile:
+            body += profile_figure(profile["name"], profile_roof, all_points)
     return Section("roofline", "Roofline", body)

@@ -62,9 +62,34 @@ def seed_workload(contents):
     return table(["case", "model", "format", "threads", "tokens/s", "TTFT ms", "TPOT ms", "host", "run"], rows)
 
 
+def sharing_results(contents):
+    """cpullm bench --processes results: memory of N processes running one mapped model."""
+    return [r for r in contents.results if r.get("test") == "multiproc" and "model_saved_fraction" in r["metrics"]]
+
+
+def memory_sharing(contents):
+    sharing = sharing_results(contents)
+    if not sharing:
+        return no_data("memory saved by processes sharing the mapped model", "cpullm bench -m MODEL --processes 4 --db results.db")
+    mib = 2 ** 20
+
+    def in_mib(value):
+        return number(value / mib) if value is not None else number(None)
+    rows = [[esc(r["case_name"]), esc(r.get("model_type")), number(r["config"].get("processes")),
+             in_mib(r["metrics"].get("model_sum_rss_bytes")), in_mib(r["metrics"].get("model_sum_pss_bytes")),
+             f"{r['metrics']['model_saved_fraction']:.1%}",
+             f"{r['metrics']['saved_fraction']:.1%}" if r["metrics"].get("saved_fraction") is not None else number(None),
+             esc(contents.runs[r["run_id"]]["host"]), esc(r["run_id"])] for r in sharing]
+    return table(["case", "model", "processes", "model Rss MiB (sum)", "model Pss MiB (sum)", "model's memory saved",
+                  "whole processes saved", "host", "run"], rows)
+
+
 def build(contents, context):
     body = ""
     for option, label, how in DIMENSIONS:
         body += scaling_figure(contents, option, label) or no_data(f"tokens/s at two or more {label} values", how)
     body += "<h3>The seed's workload: batch 32, prompt 512</h3>" + seed_workload(contents)
+    body += ("<h3>Memory shared between processes (cpullm bench --processes)</h3>"
+             "<p>Saved = 1 - sum(Pss) / sum(Rss); N processes sharing every page of the model save 1 - 1/N (claim C11).</p>"
+             + memory_sharing(contents))
     return Section("throughput", "Throughput and scaling", body)

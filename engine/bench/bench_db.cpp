@@ -79,4 +79,37 @@ ResultRecord result_record(const Record& r, const std::string& test) {
   return out;
 }
 
+ResultRecord point_result_record(const Record& r, const PointMeasurement& m, const std::string& test) {
+  ResultRecord out = result_record(r, test);
+  Record metrics = Record::parse(out.metrics_json);
+  if (m.energy_j.empty()) {
+    metrics["energy_unavailable"] = m.energy_unavailable;
+  } else {
+    const double tokens = r["n_seq"].get<double>() * (r["n_prompt"].get<double>() + r["n_gen"].get<double>());
+    metrics["energy_j_per_token"] = *out.energy_j / tokens;
+  }
+  if (m.profile) {
+    const PointProfile& p = *m.profile;
+    metrics["profile_seconds"] = p.seconds;  // the instrumented repetition, not one of the samples
+    metrics["roof_memory_bytes_per_s"] = p.roofs.bytes_per_s;
+    metrics["roof_memory_source"] = p.roofs.memory_source;
+    metrics["roof_flops_per_s"] = p.roofs.flops_per_s;
+    metrics["roof_compute_source"] = p.roofs.compute_source;
+    Record unavailable = Record::object();
+    for (const UnavailableCounter& u : p.unavailable) unavailable[u.name] = u.reason;
+    for (int i = 0; i < kRegionCount; ++i) {
+      const RegionTotals& t = p.regions.regions[i];
+      if (t.calls == 0) continue;
+      Record counters = Record::object();
+      for (std::size_t c = 0; c < p.regions.counter_names.size(); ++c) counters[p.regions.counter_names[c]] = t.counters[c];
+      if (t.shared_calls) counters["shared_calls"] = t.shared_calls;  // time split with fused regions (regions.hpp)
+      if (!unavailable.empty()) counters["unavailable"] = unavailable;
+      out.regions.push_back({std::string(region_name(static_cast<Region>(i))), t.calls, t.seconds, t.flops, t.bytes,
+                             counters.dump()});
+    }
+  }
+  out.metrics_json = metrics.dump();
+  return out;
+}
+
 }  // namespace cpullm

@@ -1,6 +1,8 @@
 // A bench Record as the results database stores it (engine/results): the summary row, its
-// configuration as JSON and one sample per repetition.
+// configuration as JSON and one sample per repetition; for a measured point also its regions
+// and energy.
 #pragma once
+#include "engine/bench/bench_runner.hpp"
 #include "engine/bench/reporters.hpp"
 #include "engine/results/results_db.hpp"
 
@@ -8,5 +10,10 @@ namespace cpullm {
 
 // `test` is the schema's kind of point: pp, tg, pg, load or multiproc.
 ResultRecord result_record(const Record& record, const std::string& test);
+
+// A measured point's row: result_record's, plus the instrumented repetition's regions (counters
+// as JSON, with the unavailable ones and why) and, in metrics_json, the roofs they are measured
+// against and the repetition's time; energy per token where RAPL measured energy_j, else why not.
+ResultRecord point_result_record(const Record& record, const PointMeasurement& measurement, const std::string& test);
 
 }  // namespace cpullm

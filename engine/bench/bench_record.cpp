@@ -88,7 +88,7 @@ Record point_record(const BenchPoint& p, const PointMeasurement& m, const HostIn
   r["itl_p90_ms"] = value_or_null(!itl.empty(), percentile(itl, 90));
   r["itl_p99_ms"] = value_or_null(!itl.empty(), percentile(itl, 99));
   r["peak_rss_bytes"] = m.peak_rss_bytes;
-  r["energy_j"] = nullptr;  // RAPL is not read by bench (cpullm profile reads it where the machine has it)
+  r["energy_j"] = value_or_null(!m.energy_j.empty(), mean(m.energy_j));  // per repetition, as avg_ns; null without RAPL
   r["notes"] = joined_notes(m.machine.notes);
   return r;
 }

@@ -9,11 +9,14 @@
 #include <thread>
 
 #include "engine/bench/page_cache.hpp"
+#include "engine/instrument/energy.hpp"
+#include "engine/instrument/op_costs.hpp"
 #include "engine/kernels/isa.hpp"
 #include "engine/model/model.hpp"
 #include "engine/results/results_db.hpp"
 #include "engine/runtime/bind_threads.hpp"
 #include "engine/runtime/placement.hpp"
+#include "engine/sampling/sampler.hpp"
 #include "engine/util/error.hpp"
 #include "engine/util/process_memory.hpp"
 
@@ -83,9 +86,13 @@ struct RepetitionTimes {
 
 // One repetition, every sequence from position 0 with random tokens: the prompts (sequence by
 // sequence) in forward calls of n_batch tokens, then n_gen decode steps of one token per
-// sequence, each followed by the injected delay.
-RepetitionTimes run_repetition(Model& model, const BenchPoint& point, std::mt19937& rng, Clock::time_point start) {
-  std::uniform_int_distribution<int32_t> random_token(0, static_cast<int32_t>(model.config().vocab_size) - 1);
+// sequence, each followed by the injected delay. `greedy` (the instrumented repetition) picks
+// each sequence's next token as a generator would, argmax of its logits in the sampling region,
+// and feeds it to the next step; the timed repetitions feed random tokens, as llama-bench does.
+RepetitionTimes run_repetition(Model& model, const BenchPoint& point, std::mt19937& rng, Clock::time_point start,
+                               bool greedy = false) {
+  const int64_t vocab = model.config().vocab_size;
+  std::uniform_int_distribution<int32_t> random_token(0, static_cast<int32_t>(vocab) - 1);
   std::vector<BatchToken> prompt;
   for (int32_t s = 0; s < point.n_seq; ++s)
     for (int64_t pos = 0; pos < point.n_prompt; ++pos)
@@ -97,9 +104,16 @@ RepetitionTimes run_repetition(Model& model, const BenchPoint& point, std::mt199
   Clock::time_point last = Clock::now();
   if (point.n_prompt > 0) times.ttft_ms = ms_between(start, last);
   std::vector<BatchToken> step(static_cast<std::size_t>(point.n_seq));
+  std::vector<int32_t> chosen(static_cast<std::size_t>(point.n_seq));  // greedy: each sequence's next token
   for (int64_t i = 0; i < point.n_gen; ++i) {
-    for (int32_t s = 0; s < point.n_seq; ++s) step[s] = {random_token(rng), s, point.n_prompt + i, true};
-    model.forward(step);
+    for (int32_t s = 0; s < point.n_seq; ++s)
+      step[s] = {greedy && i > 0 ? chosen[s] : random_token(rng), s, point.n_prompt + i, true};
+    const std::span<const float> logits = model.forward(step);
+    if (greedy)
+      for (int32_t s = 0; s < point.n_seq; ++s) {
+        ScopedRegion region(Region::sampling, sampling_cost(vocab, true));
+        chosen[s] = argmax(logits.subspan(static_cast<std::size_t>(s * vocab), static_cast<std::size_t>(vocab)));
+      }
     if (point.inject_delay_ms > 0)
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(point.inject_delay_ms));
     const Clock::time_point now = Clock::now();
@@ -111,13 +125,47 @@ RepetitionTimes run_repetition(Model& model, const BenchPoint& point, std::mt199
   return times;
 }
 
+// The point's roofs at its threads and kernel level, measured the first time they are asked for.
+const Roofs& roofs_for(PointRequest& request, Isa isa) {
+  const int threads = omp_get_max_threads();
+  const std::string key = fmt::format("{}/{}", threads, isa_name(isa));
+  if (auto found = request.roofs.find(key); found != request.roofs.end()) return found->second;
+  Roofs roofs;
+  roofs.bytes_per_s = measure_read_bandwidth();
+  roofs.memory_source = fmt::format("measured by cpullm bench: read of 256 MiB, {} threads, best of 5", threads);
+  roofs.flops_per_s = measure_fma_peak(isa);
+  roofs.compute_source = fmt::format("measured by cpullm bench: {} FMA chains, {} threads, best of 3", isa_name(isa), threads);
+  return request.roofs[key] = roofs;
+}
+
+// One more repetition with the regions on and the counters the kernel offers attached; its
+// time is kept apart from the samples.
+PointProfile profile_repetition(Model& model, const BenchPoint& point, PointRequest& request) {
+  PointProfile profile;
+  profile.roofs = roofs_for(request, active_isa());
+  PerfCounters counters;  // opened on the point's threads, which apply_machine_settings fixed
+  profile.unavailable = counters.unavailable();
+  attach_region_counters(&counters);  // also resets the totals: the table is this repetition's alone
+  enable_regions(true);
+  std::mt19937 rng(static_cast<uint32_t>(point.repetitions + 1));
+  BenchPoint plain = point;
+  plain.inject_delay_ms = 0;  // a sleep between steps is in no region; it only lengthens the run
+  profile.seconds = run_repetition(model, plain, rng, Clock::now(), true).total_ms / 1e3;
+  enable_regions(false);
+  profile.regions = region_snapshot();
+  attach_region_counters(nullptr);
+  return profile;
+}
+
 }  // namespace
 
-PointMeasurement run_point(const BenchPoint& point) {
+PointMeasurement run_point(const BenchPoint& point, PointRequest& request) {
   PointMeasurement m;
   m.test_time = utc_timestamp();
   m.machine = apply_machine_settings(point);
   if (!reset_peak_resident()) m.machine.notes.push_back("cannot reset VmHWM (/proc/self/clear_refs): peak memory is process-wide");
+  const EnergyMeter energy;
+  m.energy_unavailable = energy.reason();
 
   std::unique_ptr<Model> model;
   if (!point.cold) {  // warm: load once, one untimed run faults every weight in
@@ -131,6 +179,7 @@ PointMeasurement run_point(const BenchPoint& point) {
   const double tokens = static_cast<double>(point.n_seq) * (point.n_prompt + point.n_gen);
   for (int r = 0; r < point.repetitions; ++r) {
     std::mt19937 rng(static_cast<uint32_t>(r + 1));
+    const std::vector<uint64_t> energy_before = energy.read();
     Clock::time_point start = Clock::now();
     if (point.cold) {
       model.reset();  // unmapped: the kernel drops no page a process still maps
@@ -143,6 +192,10 @@ PointMeasurement run_point(const BenchPoint& point) {
       model = load_model(point);
     }
     const RepetitionTimes times = run_repetition(*model, point, rng, start);
+    if (energy.available()) {
+      const EnergyUse use = energy.between(energy_before, energy.read());
+      m.energy_j.push_back(use.package_j + use.dram_j);
+    }
     m.samples_ns.push_back(times.total_ms * 1e6);
     m.samples_ts.push_back(tokens / (times.total_ms / 1e3));
     m.ttft_ms.push_back(times.ttft_ms);
@@ -150,6 +203,7 @@ PointMeasurement run_point(const BenchPoint& point) {
   }
   m.model = describe_model(model->file());  // -r >= 1: the model is loaded by now
   m.peak_rss_bytes = peak_resident_bytes();
+  if (request.profile) m.profile = profile_repetition(*model, point, request);
   return m;
 }
 

@@ -1,15 +1,22 @@
 // Measures one BenchPoint the way llama-bench does: a warm-up run, then -r repetitions, each
 // from an empty sequence with random tokens (seeded): the prompt in forward calls of -b
 // tokens, then one forward per generated token. Adds what llama-bench lacks: time to first
-// token, inter-token latencies, peak resident memory, and cold starts.
+// token, inter-token latencies, peak resident memory, cold starts, RAPL energy per repetition,
+// and (asked for with --db) a per-region profile from one extra instrumented repetition after
+// the timed ones, so that the timings are those of an uninstrumented engine.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/bench/bench_plan.hpp"
 #include "engine/bench/model_facts.hpp"
+#include "engine/instrument/counters.hpp"
+#include "engine/instrument/regions.hpp"
+#include "engine/instrument/roofs.hpp"
 #include "engine/model/model.hpp"
 
 namespace cpullm {
@@ -33,6 +40,23 @@ std::unique_ptr<Model> load_model(const BenchPoint& point);
 // where it cannot, and peak memory is then the process's since it started.
 bool reset_peak_resident();
 
+// The instrumented repetition of a point: every region's calls, time, analytic FLOPs and bytes,
+// and the counters the kernel offered, against this machine's roofs at the point's threads.
+struct PointProfile {
+  RegionProfile regions;                        // totals over the one repetition (prompt and decode)
+  std::vector<UnavailableCounter> unavailable;  // counters the kernel refused, each with why
+  double seconds = 0;                           // its wall time (instrumented: not a sample)
+  Roofs roofs;                                  // memory read and FMA peak, measured at the point's threads and ISA
+};
+
+// What run_point is asked for beyond the timed repetitions.
+struct PointRequest {
+  bool profile = false;  // run the instrumented repetition (cpullm bench --db stores its regions)
+  // Roofs measured so far in this bench run, by "THREADS/ISA": measured once (about a second)
+  // per combination, not once per point.
+  std::map<std::string, Roofs> roofs;
+};
+
 struct PointMeasurement {
   ModelFacts model;
   std::string test_time;           // ISO 8601 UTC when the point started
@@ -42,9 +66,12 @@ struct PointMeasurement {
   std::vector<double> ttft_ms;     // (repetitions) start to the first generated token's logits
                                    //   (under --cold: model load included, page cache dropped first)
   std::vector<double> itl_ms;      // (repetitions x later tokens) each decode step after the first token
-  uint64_t peak_rss_bytes = 0;     // VmHWM over the point (process-wide where it cannot be reset)
+  uint64_t peak_rss_bytes = 0;     // VmHWM over the timed repetitions (process-wide where it cannot be reset)
+  std::vector<double> energy_j;    // (repetitions) package + DRAM joules of each (RAPL); empty without it
+  std::string energy_unavailable;  // why energy_j is empty: "unavailable here: ..."; empty when measured
+  std::optional<PointProfile> profile;  // when requested
 };
 
-PointMeasurement run_point(const BenchPoint& point);
+PointMeasurement run_point(const BenchPoint& point, PointRequest& request);
 
 }  // namespace cpullm

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -24,6 +25,11 @@ bool read_number(const fs::path& path, uint64_t& value) {
 }
 
 }  // namespace
+
+std::string default_powercap_root() {
+  const char* root = std::getenv("CPULLM_POWERCAP_ROOT");
+  return root && *root ? root : "/sys/class/powercap";
+}
 
 EnergyMeter::EnergyMeter(const std::string& powercap_root) {
   const fs::path root = powercap_root;

@@ -2,6 +2,7 @@
 // (/sys/class/powercap/intel-rapl:N = package N, intel-rapl:N:M named "dram" = its memory; AMD
 // CPUs from Zen on appear under the same names). Each domain's energy_uj is a counter that wraps
 // at max_energy_range_uj. Where there is no RAPL (virtual machines), the meter says why.
+// CPULLM_POWERCAP_ROOT replaces /sys/class/powercap (tests point it at a fake tree).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -22,9 +23,12 @@ struct EnergyUse {
   bool has_dram = false;
 };
 
+// $CPULLM_POWERCAP_ROOT where set and not empty, else /sys/class/powercap.
+std::string default_powercap_root();
+
 class EnergyMeter {
  public:
-  explicit EnergyMeter(const std::string& powercap_root = "/sys/class/powercap");
+  explicit EnergyMeter(const std::string& powercap_root = default_powercap_root());
   bool available() const { return reason_.empty(); }
   // Empty when available; else "unavailable here: ..." naming the path and the cause.
   const std::string& reason() const { return reason_; }

@@ -5,9 +5,11 @@ Every output format read back by its own parser (json, jsonl, csv, sql through s
 markdown table), llama-bench's field names and combination counts for lists and ranges,
 -np sequences, --workload (with its quantized model written on the fly), --config, --cold,
 --inject-delay-ms raising the time per output token by about the delay, --db writing one row
-per point and --resume finishing a killed run without repeating its points, the load
-scenario's accounting (every request finishes, TTFT <= end to end, batching happens, the rate
-search answers), the multi-process scenario's sharing, and bad flags ending in one clear error.
+per point and --resume finishing a killed run without repeating its points, --db's regions from
+an extra instrumented repetition kept out of the timings, energy_j from a fake RAPL tree (with a
+counter wrap) or NULL with the reason, the load scenario's accounting (every request finishes,
+TTFT <= end to end, batching happens, the rate search answers), the multi-process scenario's
+sharing (and its database row), and bad flags ending in one clear error.
 
 Usage: test_bench_cli.py --cpullm BIN --workdir DIR
 """
@@ -18,6 +20,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 
 from cli_checks import check, expect_error, parse_context, run, run_checks, write_tiny_model
@@ -178,6 +181,154 @@ def db_stores_every_point_and_resume_finishes_a_killed_run(ctx):
     assert db.execute("SELECT finished_at IS NOT NULL FROM runs WHERE id = ?", (killed_run,)).fetchone()[0] == 1
 
 
+REGIONS = ["embedding", "attn_norm", "q_proj", "k_proj", "v_proj", "rope", "attention", "o_proj", "ffn_norm", "ffn_gate",
+           "ffn_up", "ffn_act", "ffn_down", "final_norm", "lm_head", "sampling"]
+
+
+def fresh_db(ctx, name):
+    path = os.path.join(ctx.workdir, name)
+    for leftover in [path, path + "-wal", path + "-shm"]:
+        if os.path.exists(leftover):
+            os.remove(leftover)
+    return path
+
+
+def stored_point(path):
+    """The only result of the database: its row, metrics and regions (name -> row)."""
+    db = sqlite3.connect(path)
+    db.row_factory = sqlite3.Row
+    [result] = db.execute("SELECT * FROM results").fetchall()
+    samples = [r["ns"] for r in db.execute("SELECT ns FROM samples WHERE result_id = ? ORDER BY repetition", (result["id"],))]
+    regions = {r["name"]: dict(r) for r in db.execute("SELECT * FROM regions WHERE result_id = ?", (result["id"],))}
+    return dict(result), json.loads(result["metrics_json"]), samples, regions
+
+
+@check
+def db_stores_every_region_from_an_extra_instrumented_repetition(ctx):
+    path = fresh_db(ctx, "regions.db")
+    delay_ms = 30  # in the timed repetitions only: the instrumented one sleeps in no region, so it skips the delay
+    out = bench(ctx, "-p", "0", "-n", "0", "-pg", "8,4", "-r", "2", "--inject-delay-ms", str(delay_ms), "-o", "json",
+                "--db", path).stdout
+    [printed] = json.loads(out)
+    assert not any(k in printed for k in ("regions", "profile_seconds", "energy_unavailable")), "llama-bench output unchanged"
+    result, metrics, samples, regions = stored_point(path)
+    assert sorted(regions) == sorted(REGIONS), sorted(regions)
+    # 2 layers; the prompt in one forward call, then 4 decode steps: 5 forward calls, 4 tokens sampled.
+    layers, forwards = 2, 5
+    calls = {name: layers * forwards for name in REGIONS}
+    calls.update(embedding=forwards, final_norm=forwards, lm_head=forwards, sampling=4)
+    assert {n: r["calls"] for n, r in regions.items()} == calls, {n: r["calls"] for n, r in regions.items()}
+    for name, r in regions.items():
+        assert r["bytes"] > 0 and r["seconds"] > 0, r
+        assert (r["flops"] == 0) == (name == "embedding"), r  # a table lookup has no arithmetic
+        counters = json.loads(r["counters_json"])
+        assert "task-clock" in counters or "unavailable" in counters, counters
+    # The timed figures are the samples' (each over 4 x delay); the instrumented repetition is apart and shorter.
+    assert len(samples) == 2 and all(ns > 4 * delay_ms * 1e6 for ns in samples), samples
+    assert abs(result["avg_ns"] - sum(samples) / 2) <= 1, (result["avg_ns"], samples)
+    assert 0 < metrics["profile_seconds"] < 4 * delay_ms / 1e3, metrics
+    assert sum(r["seconds"] for r in regions.values()) <= metrics["profile_seconds"]
+    assert metrics["roof_memory_bytes_per_s"] > 0 and metrics["roof_flops_per_s"] > 0, metrics
+    assert metrics["roof_memory_source"].startswith("measured by cpullm bench"), metrics
+    note = (f"{len(regions)} regions; samples {[round(ns / 1e6, 1) for ns in samples]} ms, "
+            f"instrumented {metrics['profile_seconds'] * 1e3:.1f} ms")
+    # --no-regions: the point alone, as before the profile existed.
+    path = fresh_db(ctx, "no-regions.db")
+    bench(ctx, "-p", "8", "-n", "0", "-r", "1", "--db", path, "--no-regions")
+    _, metrics, _, regions = stored_point(path)
+    assert not regions and "profile_seconds" not in metrics and "roof_flops_per_s" not in metrics, (regions, metrics)
+    return note
+
+
+class FakePowercap:
+    """A powercap tree whose package counter advances at package_w watts in real time and wraps
+    at range_uj (as RAPL's energy_uj does), next to a DRAM domain at dram_w; rewritten every
+    millisecond by a thread, each file replaced whole so a reader never sees half a number."""
+
+    def __init__(self, root, package_w, dram_w, range_uj):
+        self.root, self.package_w, self.dram_w, self.range_uj = root, package_w, dram_w, range_uj
+        self.wraps = 0
+        for zone, name, limit in (("intel-rapl:0", "package-0", range_uj), ("intel-rapl:0:0", "dram", 2**40)):
+            os.makedirs(os.path.join(root, zone), exist_ok=True)
+            for file, text in (("name", name), ("max_energy_range_uj", str(limit))):
+                with open(os.path.join(root, zone, file), "w") as f:
+                    f.write(text + "\n")
+        self.start = time.monotonic()
+        self.running = True
+        self.write()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def put(self, zone, value):
+        path = os.path.join(self.root, zone, "energy_uj")
+        with open(path + ".new", "w") as f:
+            f.write(f"{value}\n")
+        os.replace(path + ".new", path)
+
+    def write(self):
+        elapsed = time.monotonic() - self.start
+        package = int(self.range_uj * 0.9 + elapsed * self.package_w * 1e6)  # starts near the top: wraps early
+        self.wraps = package // self.range_uj
+        self.put("intel-rapl:0", package % self.range_uj)
+        self.put("intel-rapl:0:0", int(elapsed * self.dram_w * 1e6))
+
+    def loop(self):
+        while self.running:
+            self.write()
+            time.sleep(0.001)
+
+    def stop(self):
+        self.running = False
+        self.thread.join()
+
+
+@check
+def energy_from_rapl_or_why_not(ctx):
+    # This host first: RAPL's joules, or NULL and the reason (this VM: no /sys/class/powercap).
+    path = fresh_db(ctx, "energy-host.db")
+    bench(ctx, "-p", "8", "-n", "0", "-r", "1", "--db", path)
+    result, metrics, _, _ = stored_point(path)
+    host_note = "this host: RAPL measured" if result["energy_j"] is not None else f"this host: {metrics['energy_unavailable']}"
+    assert (result["energy_j"] is None) == ("energy_unavailable" in metrics), (result["energy_j"], metrics)
+    if result["energy_j"] is None:
+        assert metrics["energy_unavailable"].startswith("unavailable here: "), metrics
+
+    # A fake tree: package 50 W wrapping every second, DRAM 10 W. Four repetitions of over 400 ms
+    # each (4 tokens, 100 ms injected after each; well under a second) span a wrap for certain,
+    # and the thread's lag behind real time is a small part of each.
+    root = os.path.join(ctx.workdir, "powercap")
+    fake = FakePowercap(root, package_w=50, dram_w=10, range_uj=50_000_000)
+    try:
+        path = fresh_db(ctx, "energy-fake.db")
+        env_bench = [ctx.cpullm, "bench", "-m", ctx.tiny, "-t", "1", "-p", "0", "-n", "4", "-r", "4",
+                     "--inject-delay-ms", "100", "-o", "json", "--db", path]
+        proc = subprocess.run(env_bench, capture_output=True, text=True, timeout=300,
+                              env=dict(os.environ, CPULLM_POWERCAP_ROOT=root))
+    finally:
+        fake.stop()
+    assert proc.returncode == 0, proc.stderr
+    assert fake.wraps >= 2, "the package counter should have wrapped during the run"
+    [printed] = json.loads(proc.stdout)
+    result, metrics, samples, _ = stored_point(path)
+    seconds = sum(samples) / len(samples) / 1e9
+    watts = result["energy_j"] / seconds
+    assert 0.75 * 60 < watts < 1.25 * 60, (result["energy_j"], seconds)  # a wrap mishandled: off by the range, 50 J, or more
+    assert printed["energy_j"] == result["energy_j"], (printed["energy_j"], result["energy_j"])
+    assert abs(metrics["energy_j_per_token"] - result["energy_j"] / 4) < 1e-9, metrics
+    assert "energy_unavailable" not in metrics
+    measured = f"fake RAPL: {watts:.1f} W measured of 60 W, {metrics['energy_j_per_token']:.3f} J/token"
+
+    # A tree without RAPL zones: NULL, and why.
+    empty = os.path.join(ctx.workdir, "powercap-empty")
+    os.makedirs(empty, exist_ok=True)
+    path = fresh_db(ctx, "energy-none.db")
+    subprocess.run([ctx.cpullm, "bench", "-m", ctx.tiny, "-t", "1", "-p", "8", "-n", "0", "-r", "1", "--db", path],
+                   capture_output=True, check=True, timeout=300, env=dict(os.environ, CPULLM_POWERCAP_ROOT=empty))
+    result, metrics, _, _ = stored_point(path)
+    assert result["energy_j"] is None and "no intel-rapl package or dram zone" in metrics["energy_unavailable"], metrics
+    return f"{measured}; {host_note}"
+
+
 @check
 def load_scenario_accounting(ctx):
     records = bench_json(ctx, "--load", "-pg", "16,6", "-np", "3", "--rate", "400", "--requests", "12")
@@ -214,13 +365,18 @@ def multi_process_sharing(ctx):
     model = os.path.join(ctx.workdir, "sharing.gguf")
     run([ctx.cpullm, "gen-model", "--shape", "custom", "--layers", "2", "--dim", "256", "--ffn", "768", "--heads", "4",
          "--vocab", "8000", "--dtype", "f32", "-o", model])
-    [r] = json.loads(run([ctx.cpullm, "bench", "-m", model, "-t", "1", "--processes", "2", "-o", "json"]).stdout)
+    path = fresh_db(ctx, "sharing.db")
+    [r] = json.loads(run([ctx.cpullm, "bench", "-m", model, "-t", "1", "--processes", "2", "-o", "json", "--db", path]).stdout)
     assert r["processes"] == 2 and r["model_sum_rss_bytes"] >= 2 * 0.95 * r["touched_bytes"], r
     # Two processes sharing every page of the model: each holds half of it in Pss.
     assert 0.45 < r["model_saved_fraction"] <= 0.5 + 1e-9, r
     # The whole processes' figure also counts shared libraries, whose Pss divides among every
     # process on the machine using them: it is reported, but only the model's figure is exact.
     assert 0 < r["saved_fraction"] < 1 and r["sum_pss_bytes"] < r["sum_rss_bytes"], r
+    # Stored as the report reads it for claim C11: test multiproc, processes in the configuration.
+    result, metrics, _, _ = stored_point(path)
+    assert result["test"] == "multiproc" and json.loads(result["config_json"])["processes"] == 2, result
+    assert metrics["model_saved_fraction"] == r["model_saved_fraction"], (metrics, r)
     return f"saved {100 * r['saved_fraction']:.1f}% overall, {100 * r['model_saved_fraction']:.1f}% of the model's pages"
 
 

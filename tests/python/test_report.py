@@ -1,8 +1,9 @@
 """cpullm report end to end: a results database built from schema.sql with rows like cpullm bench
 and scripts/nightly write, rendered through `cpullm report` (the C++ binary execs the Python
 script), then loaded in headless Chromium: no console errors, every figure drawn and non-empty,
-a screenshot kept under the work directory. Also: verdicts follow the data, bad input fails
-with a clear message."""
+a screenshot kept under the work directory. Also: the roofline holds every measured region
+against the stored roofs (or bench's), C11 quotes the measured sharing, the TCO uses measured
+energy where there is some, verdicts follow the data, bad input fails with a clear message."""
 import argparse
 import json
 import os
@@ -15,6 +16,7 @@ REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(REPO, "reports"))
 
 import browser  # noqa: E402
+import roofs  # noqa: E402
 from resultsdb import Database  # noqa: E402
 
 ARGS = None
@@ -34,7 +36,8 @@ def add_run(db, host, kind, commit, command):
 
 
 def add_result(db, run_id, case, samples_ns=(), regions=(), **fields):
-    config = {k: fields[k] for k in ("n_threads", "n_seq", "format", "attn_tile", "prefetch", "placement") if k in fields}
+    config = {k: fields.pop(k) for k in ("processes",) if k in fields}  # config_json only, no column
+    config.update({k: fields[k] for k in ("n_threads", "n_seq", "format", "attn_tile", "prefetch", "placement") if k in fields})
     result_id = db.insert("results", dict(run_id=run_id, case_name=case, config_json=json.dumps(config),
                                           metrics_json=json.dumps(fields.pop("metrics", {})), **fields))
     for i, ns in enumerate(samples_ns):
@@ -44,8 +47,16 @@ def add_result(db, run_id, case, samples_ns=(), regions=(), **fields):
     return result_id
 
 
-def build_database(path, int8_speedup):
-    """A database where INT8 generation is int8_speedup times faster than F32 on the same host."""
+# What cpullm bench --db stores next to its regions: the roofs it measured at the point's threads.
+BENCH_ROOFS = {"roof_memory_bytes_per_s": 30e9, "roof_memory_source": "measured by cpullm bench: read of 256 MiB, 2 threads, best of 5",
+               "roof_flops_per_s": 200e9, "roof_compute_source": "measured by cpullm bench: avx512 FMA chains, 2 threads, best of 3"}
+REGIONS = [("embedding", 0.001, 0.0, 1e6), ("q_proj", 0.01, 2e8, 1e8), ("attention", 0.02, 1e8, 4e7), ("lm_head", 0.005, 5e8, 2.5e8)]
+
+
+def build_database(path, int8_speedup, saved_fraction=0.71, kernels=True):
+    """A database where INT8 generation is int8_speedup times faster than F32 on the same host,
+    4 processes sharing a model save saved_fraction of its memory, and (kernels) the nightly's
+    kernel benchmarks stored this host's roofs."""
     if os.path.exists(path):
         os.remove(path)
     db = Database.create(path)
@@ -56,8 +67,7 @@ def build_database(path, int8_speedup):
             for fmt, ts in (("f32", 100.0), ("int8-channel", 100.0 * int8_speedup)):
                 rate = ts * threads * (1 + 0.5 * (n_seq - 1))
                 add_result(db, bench, f"tg16/t{threads}/np{n_seq}/{fmt}", samples_ns=[16e9 / rate * (1 + 0.02 * k) for k in range(5)],
-                           regions=[("q_proj", 0.01, 2e8, 1e8), ("attention", 0.02, 1e8, 4e7), ("lm_head", 0.005, 5e8, 2.5e8)],
-                           **base, format=fmt, n_threads=threads, n_seq=n_seq, avg_ts=rate, ttft_ms=5.0 / threads,
+                           regions=REGIONS, metrics=BENCH_ROOFS, **base, format=fmt, n_threads=threads, n_seq=n_seq, avg_ts=rate, ttft_ms=5.0 / threads,
                            tpot_ms=1000 / rate, itl_p50_ms=950 / rate, itl_p90_ms=1100 / rate, itl_p99_ms=1300 / rate)
     for tile, ts in (("8x8", 900.0), ("64x64", 1000.0)):
         for threads in (1, 2):
@@ -66,14 +76,18 @@ def build_database(path, int8_speedup):
     for placement, ts in (("first-touch", 50.0), ("interleave", 55.0)):
         add_result(db, bench, f"pp64/{placement}", test="pp", model_type="llama 9M f32", model_n_params=9_000_000, n_prompt=64, n_gen=0,
                    format="f32", n_threads=2, n_seq=1, placement=placement, avg_ts=ts)
-    add_result(db, bench, "multiproc/p4/t1", test="multiproc", format="f32", metrics={"model_saved_fraction": 0.71})
-    kernels = add_run(db, "vm", "kernels", "abc1234", "bench_kernels --benchmark_format=json")
-    add_result(db, kernels, "kernel/memory_read/2/real_time", test="kernel", samples_ns=[1e6, 1.1e6, 1.05e6],
-               metrics={"bytes_per_second": 40e9})
-    add_result(db, kernels, "kernel/peak/0/2/2/real_time", test="kernel", metrics={"FLOP/s": 300e9})
+    add_result(db, bench, "multiproc/p4/t1", test="multiproc", format="f32", processes=4,
+               metrics={"model_saved_fraction": saved_fraction, "saved_fraction": saved_fraction - 0.05,
+                        "model_sum_rss_bytes": 4 << 30, "model_sum_pss_bytes": int((1 - saved_fraction) * (4 << 30))})
+    if kernels:
+        run = add_run(db, "vm", "kernels", "abc1234", "bench_kernels --benchmark_format=json")
+        add_result(db, run, "kernel/memory_read/2/real_time", test="kernel", samples_ns=[1e6, 1.1e6, 1.05e6],
+                   metrics={"bytes_per_second": 40e9})
+        add_result(db, run, "kernel/peak/0/2/2/real_time", test="kernel", metrics={"FLOP/s": 300e9})
     seed = add_run(db, "e5", "bench", "def5678", "cpullm bench --workload seed --db r.db")
     add_result(db, seed, "pp512+tg128/np32", test="pg", model_type="llama 7B q8_0", model_n_params=LLAMA_7B_PARAMS, format="q8_0",
-               n_threads=40, n_seq=32, n_prompt=512, n_gen=128, avg_ts=61.0, ttft_ms=41000.0, tpot_ms=520.0)
+               n_threads=40, n_seq=32, n_prompt=512, n_gen=128, avg_ts=61.0, ttft_ms=41000.0, tpot_ms=520.0,
+               avg_ns=32 * 640 / 61.0 * 1e9, energy_j=32 * 640 * 9.0, metrics={"energy_j_per_token": 9.0})
     db.commit()
     return db
 
@@ -87,9 +101,12 @@ def read(path):
         return f.read()
 
 
+def claim_row(html_text, claim):
+    return re.search(rf"<tr><td>{claim}:.*?</tr>", html_text, re.S).group(0)
+
+
 def verdict_of(html_text, claim):
-    row = re.search(rf"<tr><td>{claim}:.*?</tr>", html_text, re.S).group(0)
-    return re.search(r'<span class="\w+">([^<]+)</span>', row).group(1)
+    return re.search(r'<span class="\w+">([^<]+)</span>', claim_row(html_text, claim)).group(1)
 
 
 class ReportTest(unittest.TestCase):
@@ -132,6 +149,21 @@ class ReportTest(unittest.TestCase):
         # seed box's 61 tokens/s against the claimed 85 (C13 refuted); the rest as no data says.
         self.assertEqual(verdict_of(text, "C6"), "confirmed")
         self.assertEqual(verdict_of(text, "C11"), "confirmed")
+        self.assertIn("4 processes sharing the mapped model saved 71%", claim_row(text, "C11"), "C11 uses the measured figure")
+        self.assertRegex(text, r"multiproc/p4/t1</td>.*?71\.0%", "the sharing result is in the throughput section")
+
+        # The roofline: every region with FLOPs of every profiled point on the host, against the
+        # kernel benchmarks' roofs (stored in the database, preferred over bench's own).
+        contents = Database(db).load()
+        points, no_flops = roofs.region_points(contents)
+        self.assertEqual(len(points), 8 * 3)  # 8 points x 3 regions with FLOPs
+        self.assertEqual({name for name, _ in no_flops}, {"embedding"})
+        self.assertIn("Without FLOPs, so not on a FLOP/s axis: embedding", text)
+        self.assertEqual(len(re.findall(r"<tr><td>(q_proj|attention|lm_head)</td>", text)), 24, "one table row per region point")
+        self.assertIn("Roofs: roofs stored by scripts/nightly&#x27;s kernel benchmarks", text)
+        # The E5 box's measured energy of the seed workload sets its load power in the TCO.
+        self.assertRegex(text, r"measured: 9 J/token, \d+ W package \+ DRAM \(RAPL\) in run 3 on e5box")
+        self.assertIn("no measured energy of the workload", text, "the 8380 option's power comes from its profile")
         self.assertEqual(verdict_of(text, "C13"), "refuted")
         self.assertEqual(verdict_of(text, "C9"), "not measured yet")
         self.assertEqual(verdict_of(text, "C1"), "refuted")
@@ -146,6 +178,21 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(verdict_of(text, "C6"), "refuted")
         self.assertRegex(text, r"measured avg_ts factor 1\.50x")
         self.assertEqual(verdict_of(text, "C13"), "not testable here", "--runs 1 leaves out the seed box's run")
+
+    def test_roofs_from_bench_and_sharing_below_the_claim(self):
+        """Without kernel benchmarks the roofline uses the roofs cpullm bench measured with its
+        regions; 4 processes saving 20% of the model's memory refute C11."""
+        db = os.path.join(ARGS.workdir, "report-bench-roofs.db")
+        build_database(db, 3.0, saved_fraction=0.2, kernels=False)
+        out = os.path.join(ARGS.workdir, "report-bench-roofs.html")
+        result = run_report("--db", db, "-o", out)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        text = read(out)
+        self.assertIn('data-title="This host&#x27;s roofline with measured regions"', text)
+        self.assertIn("Roofs: roofs measured by cpullm bench next to its regions", text)
+        self.assertEqual(roofs.host_roofs(Database(db).load(), "f-vm")[:2], (30e9, 200e9))
+        self.assertEqual(verdict_of(text, "C11"), "refuted")
+        self.assertIn("saved 20%", claim_row(text, "C11"))
 
     def test_bad_gpu_results(self):
         path = os.path.join(ARGS.workdir, "gpu-bad.json")

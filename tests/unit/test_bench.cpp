@@ -245,6 +245,56 @@ TEST(BenchDb, RecordBecomesAResultWithSamples) {
   EXPECT_EQ(nlohmann::json::parse(result.metrics_json)["notes"], "it's fine");
 }
 
+// A point with its instrumented repetition: every region that ran becomes a row with its
+// counters and the unavailable ones' reasons; energy per token, or why there is none.
+TEST(BenchDb, MeasuredPointGetsRegionsAndEnergy) {
+  Record r = sample_record(10);
+  r["case_name"] = "pp8+tg4/t2";
+  r["n_seq"] = 2;
+  r["n_prompt"] = 8;
+  r["n_gen"] = 4;
+  r["energy_j"] = 6.0;
+  PointMeasurement m;
+  m.energy_j = {5.0, 7.0};
+  PointProfile profile;
+  profile.seconds = 0.5;
+  profile.roofs.bytes_per_s = 2e10;
+  profile.roofs.flops_per_s = 1e11;
+  profile.regions.counter_names = {"task-clock"};
+  RegionTotals& q = profile.regions.regions[static_cast<int>(Region::q_proj)];
+  q = {.calls = 10, .shared_calls = 8, .seconds = 0.1, .flops = 2e6, .bytes = 1e6};
+  q.counters[0] = 12345;
+  profile.regions.regions[static_cast<int>(Region::sampling)] = {.calls = 8, .seconds = 0.01, .flops = 1e3, .bytes = 4e3};
+  profile.unavailable = {{"cycles", "no PMU: ..."}};
+  m.profile = profile;
+
+  const ResultRecord result = point_result_record(r, m, "pg");
+  ASSERT_EQ(result.regions.size(), 2u);  // regions that never ran are not rows
+  EXPECT_EQ(result.regions[0].name, "q_proj");
+  EXPECT_EQ(result.regions[0].calls, 10);
+  EXPECT_DOUBLE_EQ(result.regions[0].flops, 2e6);
+  EXPECT_DOUBLE_EQ(result.regions[0].bytes, 1e6);
+  const auto counters = nlohmann::json::parse(result.regions[0].counters_json);
+  EXPECT_EQ(counters["task-clock"], 12345);
+  EXPECT_EQ(counters["shared_calls"], 8);
+  EXPECT_EQ(counters["unavailable"]["cycles"], "no PMU: ...");
+  EXPECT_EQ(result.regions[1].name, "sampling");
+  EXPECT_FALSE(nlohmann::json::parse(result.regions[1].counters_json).contains("shared_calls"));
+  const auto metrics = nlohmann::json::parse(result.metrics_json);
+  EXPECT_DOUBLE_EQ(metrics["energy_j_per_token"].get<double>(), 6.0 / (2 * 12));
+  EXPECT_DOUBLE_EQ(metrics["profile_seconds"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(metrics["roof_flops_per_s"].get<double>(), 1e11);
+  EXPECT_EQ(*result.avg_ts, 10);  // the summary is the record's (the timed repetitions'), untouched
+
+  PointMeasurement none;
+  none.energy_unavailable = "unavailable here: no powercap";
+  r["energy_j"] = nullptr;
+  const ResultRecord plain = point_result_record(r, none, "pg");
+  EXPECT_TRUE(plain.regions.empty());
+  EXPECT_FALSE(plain.energy_j.has_value());
+  EXPECT_EQ(nlohmann::json::parse(plain.metrics_json)["energy_unavailable"], "unavailable here: no powercap");
+}
+
 TEST(BenchLoad, RateSearchBracketsThenBisects) {
   std::vector<double> probed;
   auto below = [&](double limit) {
