@@ -86,7 +86,10 @@ def point_flags(point):
 def bench_once(cpullm, model, point, workload, db=None):
     """One `cpullm bench` run: -p PROMPT and -n GEN, one repetition, JSON lines out."""
     cmd = [cpullm, "bench", "-m", model, "-p", str(workload["prompt"]), "-n", str(workload["gen"]),
-           "-r", "1", "-o", "jsonl"] + point_flags(point) + (["--db", db] if db else [])
+           "-r", "1", "-o", "jsonl"] + point_flags(point)
+    # Each sweep run is one repetition: bench's extra instrumented repetition and its roofs
+    # would double the time of every run, and the sweep keeps its own rows.
+    cmd += ["--db", db, "--no-regions"] if db else []
     lines = [json.loads(line) for line in run_checked(cmd).stdout.splitlines() if line.startswith("{")]
     prefill = next((r for r in lines if r.get("n_gen") == 0), None)
     decode = next((r for r in lines if r.get("n_prompt") == 0), None)

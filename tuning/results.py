@@ -1,9 +1,12 @@
 """What a sweep keeps: one JSON line per finished evaluation in OUT/sweep-state.jsonl (written
-and flushed as each finishes, so an interrupted sweep resumes without repeating one), the sweep
-table, and the best configuration per objective as a CLI11 TOML config file."""
+and flushed as each finishes, so an interrupted sweep resumes without repeating one), the
+evaluations as a `sweep` run of the results database, the sweep table, and the best
+configuration per objective as a CLI11 TOML config file."""
 import json
 import math
 import os
+import sqlite3
+import time
 
 from space import DIMENSIONS, describe, point_key
 from stats import mean_ci
@@ -56,6 +59,108 @@ def evaluate_stored(state, point, level, measure):
     result = measure(point, level)
     state.add(result)
     return result, True
+
+
+class SweepDb:
+    """The sweep as a run of kind 'sweep' in an SQLite results database: one `results` row per
+    finished evaluation (test 'pg': its prompt and generation metrics, averaged over the
+    repetitions; case name sweep/LEVEL/POINT), one `samples` row per repetition.
+
+    cpullm bench, which measures every repetition, writes its own runs into `bench_db` (a
+    database of the sweep's own, so that the results database holds each point once). The
+    tables of a new database and the sweep run's host fields (hostname, CPU, fingerprint, ...)
+    are copied from there, as cpullm itself created and detected them. Resuming: the last
+    unfinished sweep run of the same command on this host is continued (as bench --resume
+    does), and an evaluation already stored is not written twice."""
+
+    RUN_FIELDS = ("git_commit", "host", "cpu_model", "cores", "sockets", "numa_nodes", "memory_bytes", "kernel",
+                  "isa_level", "governor", "fingerprint")
+
+    def __init__(self, path, bench_db, command, workload, source_format):
+        self.path, self.bench_db, self.command, self.workload = path, bench_db, command, workload
+        self.source_format, self.run_id = source_format, None
+
+    def _connect(self):
+        db = sqlite3.connect(self.path, timeout=30)
+        db.execute("PRAGMA foreign_keys = ON")
+        return db
+
+    def _host(self, bench):
+        """The host fields of bench's latest run here (None before bench has run once)."""
+        row = bench.execute(f"SELECT {', '.join(self.RUN_FIELDS)} FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+        return dict(zip(self.RUN_FIELDS, row)) if row else None
+
+    def _open_run(self, db):
+        """This sweep's run: the unfinished one of the same command on this host, or a new one."""
+        with sqlite3.connect(self.bench_db, timeout=30) as bench:
+            if not db.execute("SELECT name FROM sqlite_master WHERE name = 'runs'").fetchone():
+                for (sql,) in bench.execute("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY rowid"):
+                    db.execute(sql)
+                db.executemany("INSERT INTO schema_version VALUES (?)", bench.execute("SELECT version FROM schema_version"))
+            host = self._host(bench)
+        row = db.execute("SELECT id FROM runs WHERE kind = 'sweep' AND command = ? AND host = ? AND fingerprint = ? "
+                         "AND finished_at IS NULL ORDER BY id DESC LIMIT 1",
+                         (self.command, host["host"], host["fingerprint"])).fetchone()
+        if row:
+            return row[0]
+        fields = ("kind", "command", "started_at") + self.RUN_FIELDS
+        values = ("sweep", self.command, utc_now()) + tuple(host[f] for f in self.RUN_FIELDS)
+        return db.execute(f"INSERT INTO runs ({', '.join(fields)}) VALUES ({', '.join('?' * len(fields))})",
+                          values).lastrowid
+
+    def record(self, result, model_path):
+        """Stores a finished evaluation (once: a case already in the run is left as it is).
+        model_path: the file as bench was given it; the model's type, size and parameters are
+        taken from bench's rows for it, the ISA from the host (the sweep does not set --isa)."""
+        if result["error"] or not result["samples"] or not os.path.exists(self.bench_db):
+            return
+        with sqlite3.connect(self.bench_db, timeout=30) as bench:
+            model = bench.execute("SELECT model_type, model_size, model_n_params FROM results WHERE model_filename = ? "
+                                  "ORDER BY id DESC LIMIT 1", (model_path,)).fetchone() or (None, None, None)
+            isa = bench.execute("SELECT isa_level FROM runs ORDER BY id DESC LIMIT 1").fetchone()[0]
+        with self._connect() as db:
+            if self.run_id is None:
+                self.run_id = self._open_run(db)
+            case = f"sweep/{result['level']}/{result['key']}"
+            if db.execute("SELECT 1 FROM results WHERE run_id = ? AND case_name = ?", (self.run_id, case)).fetchone():
+                return
+            point, m = result["point"], result["metrics"]
+            mean = lambda name: m[name]["mean"] if name in m else None
+            decode = [s["decode_tps"] for s in result["samples"]]
+            row = {"run_id": self.run_id, "case_name": case, "test": "pg", "model_filename": os.path.abspath(model_path),
+                   "model_type": model[0], "model_size": model[1], "model_n_params": model[2], "isa": isa,
+                   "format": point.get("format", self.source_format), "n_threads": point.get("threads"),
+                   "binding": point.get("bind"), "cpuset": point.get("cpuset"), "attn_tile": point.get("attn_tile"),
+                   "kv_type": point.get("kv_type"), "n_batch": point.get("batch"), "n_seq": point.get("sequences", 1),
+                   "placement": point.get("placement"), "prefetch": point.get("prefetch"),
+                   "n_prompt": self.workload["prompt"], "n_gen": self.workload["gen"],
+                   "config_json": json.dumps(dict(point, level=result["level"], **self.workload), sort_keys=True),
+                   "avg_ts": mean("decode_tps"), "stddev_ts": stddev(decode), "ttft_ms": mean("ttft_ms"),
+                   "tpot_ms": mean("tpot_ms"), "itl_p99_ms": mean("itl_p99_ms"),
+                   "metrics_json": json.dumps({"level": result["level"], "value": result["value"], "metrics": m}),
+                   "test_time": utc_now()}
+            result_id = db.execute(f"INSERT INTO results ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                                   tuple(row.values())).lastrowid
+            # ns: the repetition's prompt and generation time, TTFT plus the generated tokens at their rate.
+            db.executemany("INSERT INTO samples (result_id, repetition, ns, ts, metrics_json) VALUES (?, ?, ?, ?, ?)",
+                           [(result_id, i, (s["ttft_ms"] * 1e6 + self.workload["gen"] / s["decode_tps"] * 1e9),
+                             s["decode_tps"], json.dumps(s)) for i, s in enumerate(result["samples"])])
+
+    def finish(self):
+        if self.run_id is not None:
+            with self._connect() as db:
+                db.execute("UPDATE runs SET finished_at = ? WHERE id = ?", (utc_now(), self.run_id))
+
+
+def utc_now():
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def stddev(values):
+    if len(values) < 2:
+        return None
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
 def summarize(point, level, samples, objective, error=None):

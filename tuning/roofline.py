@@ -7,9 +7,13 @@ sequence's KV cache; a step of B sequences also does B tokens of FLOPs. Prefill 
 and reads the weights once per 512-token chunk. Each phase takes the longer of its memory time
 and its compute time.
 
-Roofs (the `Roofs` fields) come from measurements on this machine (tune --hardware host) or
-from a hardware profile: bandwidth, and per format the rate the kernels reach: matvec (decode;
-bytes/s, where a format's unpacking can make it compute-bound) and GEMM (prefill; FLOP/s).
+For another box the roofs (`Roofs`) come from a hardware profile: bandwidth and per format the
+GEMM rate (prefill; FLOP/s). On this machine (`tune --hardware host`) the model is finer, since
+its inputs can be measured: each matrix takes its bytes over the matvec rate of its format,
+at most the read bandwidth (decode), or its FLOPs over the GEMM rate at its size and chunk length (prefill), at the point's
+thread count (`KernelRates`, from bench_kernels), and everything that is not a matrix product
+(attention, norms, RoPE, the activation, embedding, sampling, the serial parts) takes the time a
+calibration run of `cpullm profile` measured for it (`Overhead`).
 """
 import fnmatch
 import math
@@ -54,16 +58,17 @@ def kept(name, keep, layers):
     return False
 
 
-def tensor_bytes(shape, fmt, keep=""):
-    """(name, bytes) of every tensor after `quantize --type fmt --keep keep`, by quantize's rules:
-    2-D *.weight matrices change type; a matrix whose rows are not whole 32-value blocks falls
-    back to F16 (Q8_0, Q4_0, INT8 need them); under q4_0 the output layer is Q8_0."""
+def tensor_formats(shape, fmt, keep=""):
+    """(name, rows, cols, format, bytes) of every tensor after `quantize --type fmt --keep keep`,
+    by quantize's rules: 2-D *.weight matrices change type; a matrix whose rows are not whole
+    32-value blocks falls back to F16 (Q8_0, Q4_0, INT8 need them); under q4_0 the output layer
+    is Q8_0."""
     has_output = any(name == "output.weight" for name, *_ in shape.tensors)
     out = []
     for name, rows, cols, source, size in shape.tensors:
         matrix = name.endswith(".weight") and rows > 1
         if not matrix or kept(name, keep, shape.layers) or fmt == source:
-            out.append((name, size))
+            out.append((name, rows, cols, source, size))
             continue
         target = fmt
         if fmt in ("q8_0", "q4_0", "int8-channel") and cols % 32:
@@ -71,8 +76,13 @@ def tensor_bytes(shape, fmt, keep=""):
         elif fmt == "q4_0" and (name == "output.weight" or (name == "token_embd.weight" and not has_output)):
             target = "q8_0"
         extra = 4 * rows if target == "int8-channel" else 0
-        out.append((name, int(rows * cols * BYTES_PER_WEIGHT[target]) + extra))
+        out.append((name, rows, cols, target, int(rows * cols * BYTES_PER_WEIGHT[target]) + extra))
     return out
+
+
+def tensor_bytes(shape, fmt, keep=""):
+    """(name, bytes) of every tensor after quantizing (tensor_formats)."""
+    return [(name, size) for name, _, _, _, size in tensor_formats(shape, fmt, keep)]
 
 
 def matrix_params(shape):
@@ -87,7 +97,6 @@ def matrix_params(shape):
 class Roofs:
     bandwidth_gbs: float  # weights' read bandwidth, GB/s, all threads in use
     gemm_gflops: dict = field(default_factory=dict)  # format -> prefill GEMM rate, GFLOP/s
-    matvec_gbs: dict = field(default_factory=dict)  # format -> decode matvec rate, GB/s of weights
     remote_fraction: float = 0.0  # share of weight bytes read across sockets (NUMA strategy)
     link_gbs: float = math.inf  # cross-socket bandwidth available to those reads, GB/s
     source: str = ""  # where the figures come from, printed with the predictions
@@ -111,14 +120,12 @@ def predict_decode(shape, fmt, roofs, batch=1, position=256, keep=""):
     Returns (tokens/s, which roof bound it)."""
     weights = decode_bytes(shape, fmt, keep)
     bandwidth = roofs.bandwidth_gbs * 1e9
-    weight_rate = min(bandwidth, roofs.matvec_gbs.get(fmt, math.inf) * 1e9)
-    memory = weights / weight_rate + batch * kv_bytes(shape, position) / bandwidth
+    memory = (weights + batch * kv_bytes(shape, position)) / bandwidth
     link = weights * roofs.remote_fraction / (roofs.link_gbs * 1e9)
     flops = batch * (2 * matrix_params(shape) + 4 * shape.layers * shape.dim * position)
     compute = flops / (roofs.gemm_gflops[fmt] * 1e9) if batch > 1 and fmt in roofs.gemm_gflops else 0.0
     step = max(memory, link, compute)
-    bound = "compute" if step == compute else "cross-socket link" if step == link else (
-        "matvec kernel" if weight_rate < bandwidth else "memory bandwidth")
+    bound = "compute" if step == compute else "cross-socket link" if step == link else "memory bandwidth"
     return batch / step, bound
 
 
@@ -166,3 +173,117 @@ def profile_roofs(profile, sockets, cores_per_socket, strategy, bandwidth_effici
     return Roofs(bandwidth_gbs=per_socket * s["nodes_serving"], gemm_gflops=gemm,
                  remote_fraction=s["remote"], link_gbs=link * s["links"] if link else math.inf,
                  source=f"profile {profile['name']}, {strategy}")
+
+
+# ---------------------------------------------------------------------------------------------
+# This machine: every matrix at the kernel rate measured now for its format, shape and thread
+# count, plus the measured time of everything that is not a matrix product.
+# ---------------------------------------------------------------------------------------------
+
+GEMM_TOKENS = (32, 512)  # the chunk lengths bench_kernels times the GEMM at
+GEMM_SHAPES = ((4096, 4096), (11008, 4096))  # the (rows, cols) it times the GEMM at
+# `cpullm profile`'s regions that are matrix products; the others are the overhead.
+MATRIX_REGIONS = {"q_proj", "k_proj", "v_proj", "o_proj", "ffn_gate", "ffn_up", "ffn_down", "lm_head"}
+
+
+@dataclass
+class KernelRates:
+    """One thread count's kernel rates on this machine, measured now by bench_kernels."""
+    threads: int
+    bandwidth_gbs: float  # read bandwidth
+    matvec_gbs: dict  # format -> GB/s of weights, for a matrix larger than the caches
+    gemm_gflops: dict  # (format, (rows, cols), tokens) -> GFLOP/s
+
+
+@dataclass
+class Overhead:
+    """The time of what is not a matrix product, measured by `cpullm profile` of the model at
+    one thread count: a calibration run, never one of the points the predictions are checked
+    against."""
+    decode_s: float  # per decode step: embedding, norms, RoPE, activation, sampling, serial parts
+    decode_attention_s: float  # per decode step, at decode_position cached positions
+    decode_position: float
+    prefill_s: float  # the prompt's, but attention (grows with the prompt's tokens)
+    prefill_attention_s: float  # the prompt's attention (grows with their square)
+    prompt: int
+
+
+def overhead_from_profile(profile):
+    """Overhead from `cpullm profile --json`: each phase's time less its matrix regions."""
+    def split(phase):
+        regions = {r["name"]: r["seconds"] for r in phase["regions"]}
+        attention = regions.get("attention", 0.0)
+        return phase["seconds"] - attention - sum(regions.get(name, 0.0) for name in MATRIX_REGIONS), attention
+    phases = {p["name"]: p for p in profile["phases"]}
+    prefill, decode = phases["prefill"], phases["decode"]
+    decode_other, decode_attention = split(decode)
+    prefill_other, prefill_attention = split(prefill)
+    steps = decode["tokens"]
+    return Overhead(decode_s=decode_other / steps, decode_attention_s=decode_attention / steps,
+                    decode_position=prefill["tokens"] + (steps - 1) / 2,
+                    prefill_s=prefill_other, prefill_attention_s=prefill_attention, prompt=prefill["tokens"])
+
+
+def matrices(shape, fmt, keep=""):
+    """(name, rows, cols, format, bytes) of the matrices every token multiplies: as matrix_params,
+    the embedding table only when it is also the output layer."""
+    has_output = any(name == "output.weight" for name, *_ in shape.tensors)
+    return [t for t in tensor_formats(shape, fmt, keep)
+            if t[1] > 1 and (t[0] != "token_embd.weight" or not has_output)]
+
+
+def output_layer(shape):
+    has_output = any(name == "output.weight" for name, *_ in shape.tensors)
+    return "output.weight" if has_output else "token_embd.weight"
+
+
+def nearest_gemm_shape(rows, cols):
+    """The benchmarked GEMM shape closest in size (log of rows x cols) to a matrix."""
+    return min(GEMM_SHAPES, key=lambda s: abs(math.log(s[0] * s[1] / (rows * cols))))
+
+
+def gemm_rate(rates, fmt, rows, cols, tokens):
+    """GFLOP/s of one chunk's GEMM: measured at the nearest benchmarked shape, interpolated in
+    log(tokens) between the benchmarked chunk lengths (clamped outside them): a short chunk
+    fills the kernel's tiles less."""
+    shape = nearest_gemm_shape(rows, cols)
+    lo, hi = GEMM_TOKENS
+    w = math.log(min(max(tokens, lo), hi) / lo) / math.log(hi / lo)
+    low, high = rates.gemm_gflops[(fmt, shape, lo)], rates.gemm_gflops[(fmt, shape, hi)]
+    return low + (high - low) * w
+
+
+def weight_rate(rates, fmt):
+    """Bytes/s a decode step streams a matrix of this format at: the matvec kernel's rate, but no
+    more than the read bandwidth (the benchmark repeats one matrix, which the caches can partly
+    hold; a decode step's weights are read from memory)."""
+    return min(rates.matvec_gbs[fmt], rates.bandwidth_gbs) * 1e9
+
+
+def predict_decode_host(shape, fmt, rates, overhead, position, keep=""):
+    """(tokens/s, seconds per part) of one sequence's decode step at `position` cached positions:
+    every matrix's bytes at its format's weight rate, plus the measured overhead, its attention
+    part scaled by the positions attended."""
+    parts = {"matrices": sum(size / weight_rate(rates, f) for _, _, _, f, size in matrices(shape, fmt, keep)),
+             "attention": overhead.decode_attention_s * (position + 1) / (overhead.decode_position + 1),
+             "other": overhead.decode_s}
+    return 1 / sum(parts.values()), parts
+
+
+def predict_prefill_host(shape, fmt, rates, overhead, prompt, keep="", chunk=CHUNK):
+    """(seconds, seconds per part) of a `prompt`-token prefill in chunks of `chunk` tokens: each
+    chunk multiplies every matrix at the GEMM rate for its size and length; the output layer
+    runs once, for the last token's logits (a matvec); the overhead scales from the calibration's
+    prompt (attention with the square of the tokens, the rest linearly)."""
+    chunks = [chunk] * (prompt // chunk) + ([prompt % chunk] if prompt % chunk else [])
+    out = output_layer(shape)
+    gemm = lm_head = 0.0
+    for name, rows, cols, f, size in matrices(shape, fmt, keep):
+        if name == out:
+            lm_head = size / weight_rate(rates, f)
+        else:
+            gemm += sum(2 * rows * cols * n / (gemm_rate(rates, f, rows, cols, n) * 1e9) for n in chunks)
+    scale = prompt / overhead.prompt
+    parts = {"matrices": gemm, "output layer": lm_head, "attention": overhead.prefill_attention_s * scale ** 2,
+             "other": overhead.prefill_s * scale}
+    return sum(parts.values()), parts

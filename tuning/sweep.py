@@ -4,18 +4,20 @@
     cpullm sweep -m MODEL --space SPACE [--strategy grid|random|halving] [--budget 10m]
                  [--objective ttft|tpot|throughput|cost] [--db FILE] [--out DIR] [--resume]
 
-Each point runs `cpullm bench ... -o jsonl --db DB` (a build without bench falls back to
+Each point runs `cpullm bench ... -o jsonl` (a build without bench falls back to
 `cpullm generate`'s timing line and says so), repeated until the 95% confidence interval of
 the objective is within --rel-ci of its mean or the point's time (--point-budget, longer at
 each halving level) is spent. The winner is re-measured against the runner-up, alternating
 runs, before it is declared. Writes OUT/sweep-state.jsonl (resume), OUT/sweep-table.md and
-OUT/best-OBJECTIVE.toml per objective, which `cpullm generate/bench --config FILE` read.
+OUT/best-OBJECTIVE.toml per objective, which `cpullm generate/bench --config FILE` read, and
+with an SQLite --db a run of kind 'sweep' there, one row per evaluation (bench's own runs then
+go to OUT/bench-runs.db).
 """
 import argparse
 import json
 import os
+import shlex
 import sys
-import time
 
 import measure
 import results as res
@@ -37,7 +39,8 @@ def add_measure_arguments(parser):
     parser.add_argument("--budget", default="10m", help="wall-clock budget for the sweep: 90s, 10m, 1h (default 10m)")
     parser.add_argument("--strategy", choices=sorted(STRATEGIES), default="halving")
     parser.add_argument("--objective", choices=sorted(res.OBJECTIVES), default="throughput")
-    parser.add_argument("--db", help="results database passed to cpullm bench --db (SQLite file or postgresql:// URL)")
+    parser.add_argument("--db", help="results database: an SQLite file (the sweep as a run of kind sweep) or a "
+                                     "postgresql:// URL (bench's runs only)")
     parser.add_argument("--out", default="sweep-out", help="folder for the state, the table and the configs")
     parser.add_argument("--cache", help="folder for quantized copies of the model (default OUT/models)")
     parser.add_argument("--resume", action="store_true", help="continue the sweep in --out, repeating nothing finished")
@@ -123,7 +126,19 @@ class Sweep:
         os.makedirs(args.out, exist_ok=True)
         self.cache = args.cache or os.path.join(args.out, "models")
         self.state = res.State(os.path.join(args.out, "sweep-state.jsonl"), args.resume)
+        # With an SQLite --db the sweep writes its own run there and bench its runs into OUT; a
+        # PostgreSQL one (no driver in Python's standard library) gets bench's runs only.
+        self.bench_db, self.db = args.db, None
+        if args.db and backend == "bench" and not args.db.startswith(("postgresql://", "postgres://")):
+            self.bench_db = os.path.join(args.out, "bench-runs.db")
+            command = shlex.join(["cpullm", os.path.splitext(os.path.basename(sys.argv[0]))[0]]
+                                 + [a for a in sys.argv[1:] if a != "--resume"])
+            self.db = res.SweepDb(args.db, self.bench_db, command, workload, self.source_format)
+        elif args.db and backend == "bench":
+            print(f"cpullm sweep: note: {args.db}: the sweep's own run (kind 'sweep') is written to SQLite databases "
+                  "only; cpullm bench writes each repetition's run there", file=sys.stderr)
         self.progress = None
+        self.before_run = None  # tune's hook: called with (point, level) before each run of an evaluation
 
     def model_path(self, point):
         return measure.model_for(self.args.cpullm, self.args.model, self.source_format,
@@ -143,7 +158,7 @@ class Sweep:
     def sample(self, point):
         """One run of the point, with the derived metrics (cost) added."""
         flags = {k: v for k, v in point.items() if k not in ("format", "keep", "sparsity")}
-        s = self.once(self.args.cpullm, self.model_path(point), flags, self.workload, self.args.db)
+        s = self.once(self.args.cpullm, self.model_path(point), flags, self.workload, self.bench_db)
         if self.args.usd_per_hour:
             s["usd_per_mtok"] = self.args.usd_per_hour / (s["decode_tps"] * 3600) * 1e6
         return s
@@ -151,22 +166,33 @@ class Sweep:
     def evaluate(self, point, level):
         """The point at a level, from the stored state when it was measured before."""
         result, measured = res.evaluate_stored(self.state, point, level, self.measure)
+        self.record(result)
         if self.progress:
             self.progress.update(result, measured)
         return result
+
+    def record(self, result):
+        """Into the results database (once), where the sweep writes one."""
+        if self.db:
+            self.db.record(result, self.model_path(result["point"]))
 
     def measure(self, point, level):
         """Repetitions of the point, more at higher levels (eta^level times the level-0 budget)."""
         scale = self.args.eta ** level
         metric = res.OBJECTIVES[self.args.objective][0]
         try:
-            return res.summarize(point, level, self.repeat(point, metric, scale), self.args.objective)
+            return res.summarize(point, level, self.repeat(point, level, metric, scale), self.args.objective)
         except measure.MeasureError as e:
             return res.summarize(point, level, [], self.args.objective, error=str(e))
 
-    def repeat(self, point, metric, scale):
-        run = lambda: repeat_until_tight(lambda: self.sample(point), metric, self.args.rel_ci, self.args.min_reps,
-                                         self.args.max_reps * scale, self.args.point_budget * scale)
+    def run_once(self, point, level):
+        if self.before_run:
+            self.before_run(point, level)
+        return self.sample(point)
+
+    def repeat(self, point, level, metric, scale):
+        run = lambda: repeat_until_tight(lambda: self.run_once(point, level), metric, self.args.rel_ci,
+                                         self.args.min_reps, self.args.max_reps * scale, self.args.point_budget * scale)
         if not self.args.noise:
             return run()
         with measure.NoiseLoad(self.noise_cpus(), self.args.noise):
@@ -187,6 +213,8 @@ class Sweep:
             stored = [res.summarize(p, "confirm", s, self.args.objective) for p, s in zip((winner, runner_up), samples)]
             for r in stored:
                 self.state.add(r)
+        for r in stored:
+            self.record(r)
         return stored
 
 
@@ -194,11 +222,13 @@ def topology_json(cpullm):
     return json.loads(measure.run_checked([cpullm, "topo", "--json"]).stdout)
 
 
-def run_sweep(args, space):
-    """The sweep itself; returns (sweep, every result, the declared winner or None)."""
+def run_sweep(args, space, before_run=None):
+    """The sweep itself; returns (sweep, every result, the declared winner or None).
+    before_run(point, level), if given, runs before each run of a point's evaluation."""
     if args.eta < 2:
         fail(f"--eta {args.eta}: halving keeps 1/eta of the points per level, so eta must be at least 2")
     sweep = Sweep(args, space["workload"])
+    sweep.before_run = before_run
     points, dropped = sp.constrain(sp.expand(space), sweep.topology, sweep.source_format, sweep.features)
     for point, reason in dropped:
         print(f"cpullm sweep: skipped {sp.describe(point)}: {reason}", file=sys.stderr)
@@ -223,6 +253,8 @@ def run_sweep(args, space):
         winner = min(pick, key=lambda r: r["value"] if not res.OBJECTIVES[args.objective][1] else -r["value"]) if pick else order[0]
     elif order:
         winner = order[0]
+    if sweep.db and not budget.spent():  # a sweep the budget cut short stays open for --resume
+        sweep.db.finish()
     return sweep, results, winner
 
 

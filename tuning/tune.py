@@ -4,10 +4,13 @@
     cpullm tune --hardware PROFILE -m MODEL [--budget 10m] [--space SPACE] [sweep flags]
 
 On the box itself (`--hardware host`, or a profile whose topology and ISA match this machine):
-the OS checklist against the profile's recommendations, roofs measured now (read bandwidth,
-the matvec and GEMM rates per format: build/suites/kernels/bench_kernels), roofline predictions
-for every point of the space, then a sweep within the budget that measures them, and the
-prediction error per point. On any other box: planning only — its emulated topology, the
+the OS checklist against the profile's recommendations, kernel rates measured now per thread
+count and format (read bandwidth, matvec and GEMM: build/suites/kernels/bench_kernels) and the
+time of everything that is not a matrix product (a calibration run of `cpullm profile`),
+predictions for every point of the space, then a sweep within the budget that measures them,
+each point's kernel rates measured again just before it, and the prediction error per point.
+A model larger than this machine's memory gets the rates and predictions only. On any other
+box: planning only — its emulated topology, the
 thread and NUMA plan, the kernel command line and sysctl settings, and roofline predictions of
 time to first token and tokens/s per format, batch and NUMA strategy, with their inputs. The
 model is read through its header only, so a model of any size can be planned for.
@@ -23,7 +26,6 @@ import oscheck
 import roofline
 import space as sp
 import sweep as sw
-from results import OBJECTIVES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FORMATS = ["f32", "f16", "bf16", "q8_0", "int8-channel", "q4_0"]
@@ -146,7 +148,7 @@ def print_predictions(args, shape, profile, topology, model_bytes):
                                            args.bandwidth_efficiency, args.compute_efficiency)
             ttft, bound = roofline.predict_prefill(shape, fmt, roofs, args.prompt)
             print(f"| {fmt} | {gib(weights)} | {batch} | " + " | ".join(cells) + f" | {ttft * 1e3:.0f} ({bound}) |")
-    print(f"  NUMA strategies: " + "; ".join(f"{k}: {v['why']}" for k, v in roofline.numa_strategies(sockets).items()
+    print("  NUMA strategies: " + "; ".join(f"{k}: {v['why']}" for k, v in roofline.numa_strategies(sockets).items()
                                             if k in strategies))
 
 
@@ -168,42 +170,102 @@ def bench_kernels_path(cpullm):
     return os.path.join(os.path.dirname(os.path.abspath(cpullm)), "suites", "kernels", "bench_kernels")
 
 
-GEMM_TOKENS = (32, 512)  # the prompt lengths bench_kernels times the GEMM at
+MATVEC_SHAPE = (11008, 4096)  # bench_kernels' largest matvec: 45-180 MB, beyond the caches, as a model's layers are
 
 
-def measure_roofs(cpullm, formats, thread_counts, isa):
-    """Roofs of this machine, measured now by bench_kernels: the read bandwidth for each thread
-    count, and per format the matvec rate (GB/s of weights) and the GEMM rate (GFLOP/s) for 32-
-    and 512-token prompts, at LLaMA-7B's feed-forward shape (11008 x 4096), with every thread.
-    Returns (bandwidth by threads, matvec by format, GEMM by (format, tokens))."""
+def measure_rates(cpullm, formats, thread_counts, isa, gemm_shapes, repetitions=3):
+    """Kernel rates of this machine, measured now by bench_kernels, once per thread count
+    (OMP_NUM_THREADS: a matvec on one core is not half of one on two): the read bandwidth, and
+    per format the matvec rate (GB/s of weights, at a matrix larger than the caches) and the
+    GEMM rate (GFLOP/s) at the benchmarked shapes nearest the model's matrices and at 32- and
+    512-token chunks; each the best of `repetitions` (other jobs on the machine only ever slow a
+    run down, so the best is the closest to the machine's own speed; the points are compared at
+    their best repetition likewise). Returns {threads: roofline.KernelRates}."""
     binary = bench_kernels_path(cpullm)
     if not os.path.exists(binary):
         raise measure.MeasureError(f"{binary}: missing (build the suites: cmake --build BUILD --target bench_kernels)")
     isa_n = ISA_NUMBER[isa]
-    names = [f"memory_read/{t}/" for t in thread_counts]
-    names += [f"matvec/{GGML_TYPE[f]}/11008/4096/{isa_n}/" for f in formats]
-    names += [f"matmul/{GGML_TYPE[f]}/11008/4096/{n}/{isa_n}/0/" for f in formats for n in GEMM_TOKENS]
-    out = measure.run_checked([binary, "--benchmark_filter=^(" + "|".join(names) + ")", "--benchmark_format=json",
-                               "--benchmark_min_time=0.2"]).stdout
-    rows = json.loads(out)["benchmarks"]
-    bandwidth = {int(r["name"].split("/")[1]): r["bytes_per_second"] / 1e9 for r in rows if r["name"].startswith("memory_read/")}
     by_type = {v: k for k, v in GGML_TYPE.items()}
-    matvec = {by_type[int(r["name"].split("/")[1])]: r["bytes_per_second"] / 1e9
-              for r in rows if r["name"].startswith("matvec/") and "error_occurred" not in r}
-    gemm = {(by_type[int(r["name"].split("/")[1])], int(r["name"].split("/")[4])): r["FLOP/s"] / 1e9
-            for r in rows if r["name"].startswith("matmul/") and "error_occurred" not in r}
-    return bandwidth, matvec, gemm
+    rates = {}
+    for t in thread_counts:
+        names = [f"memory_read/{t}/"]
+        names += [f"matvec/{GGML_TYPE[f]}/{MATVEC_SHAPE[0]}/{MATVEC_SHAPE[1]}/{isa_n}/" for f in formats]
+        names += [f"matmul/{GGML_TYPE[f]}/{r}/{c}/{n}/{isa_n}/0/"
+                  for f in formats for r, c in gemm_shapes for n in roofline.GEMM_TOKENS]
+        out = measure.run_checked([binary, "--benchmark_filter=^(" + "|".join(names) + ")", "--benchmark_format=json",
+                                   "--benchmark_min_time=0.1", f"--benchmark_repetitions={repetitions}"],
+                                  env=dict(os.environ, OMP_NUM_THREADS=str(t))).stdout
+        best = {}
+        for r in json.loads(out)["benchmarks"]:
+            if r.get("run_type") == "iteration" and "error_occurred" not in r:
+                rate = r.get("bytes_per_second") if r["name"].startswith(("memory_read", "matvec")) else r["FLOP/s"]
+                key = tuple(r["run_name"].split("/"))
+                best[key] = max(best.get(key, 0.0), rate / 1e9)
+        rates[t] = roofline.KernelRates(
+            threads=t,
+            bandwidth_gbs=next(v for f, v in best.items() if f[0] == "memory_read"),
+            matvec_gbs={by_type[int(f[1])]: v for f, v in best.items() if f[0] == "matvec"},
+            gemm_gflops={(by_type[int(f[1])], (int(f[2]), int(f[3])), int(f[4])): v
+                         for f, v in best.items() if f[0] == "matmul"})
+    return rates
 
 
-def host_roofs(bandwidth, matvec, gemm, threads, max_threads, prompt):
-    """Roofs for a point's thread count and prompt: its own measured bandwidth; kernel rates
-    scaled from all threads in proportion (they are compute rates); the GEMM rate measured at
-    the prompt length nearest this one (short prompts fill the GEMM's tiles less)."""
-    scale = threads / max_threads
-    tokens = min(GEMM_TOKENS, key=lambda n: abs(math.log(n / prompt)))
-    return roofline.Roofs(bandwidth_gbs=bandwidth[threads], matvec_gbs={f: v * scale for f, v in matvec.items()},
-                          gemm_gflops={f: v * scale for (f, n), v in gemm.items() if n == tokens},
-                          source=f"measured now by bench_kernels (GEMM at {tokens} tokens)")
+def measure_overheads(cpullm, model, thread_counts, workload):
+    """The calibration: `cpullm profile` of the model at each thread count, the workload's prompt
+    and generation, twice (the first run also touches the scratch and KV pages, which bench's
+    untimed warm-up does before its timed runs); per thread count the run with less overhead.
+    Returns {threads: roofline.Overhead}."""
+    overheads = {}
+    for t in thread_counts:
+        runs = [roofline.overhead_from_profile(json.loads(measure.run_checked(
+            [cpullm, "profile", "-m", model, "-p", str(workload["prompt"]), "-n", str(workload["gen"]), "-t", str(t),
+             "--no-counters", "--json"]).stdout)) for _ in range(2)]
+        overheads[t] = min(runs, key=lambda o: o.decode_s + o.decode_attention_s + o.prefill_s + o.prefill_attention_s)
+    return overheads
+
+
+def print_inputs(label, rates, overheads, formats):
+    """The kernel rates per thread count, and the overhead calibration where there is one."""
+    print(f"{label}:")
+    for t, r in sorted(rates.items()):
+        print(f"  {t} thread(s): read bandwidth {r.bandwidth_gbs:.1f} GB/s; matvec "
+              + ", ".join(f"{f} {r.matvec_gbs[f]:.1f}" for f in formats) + " GB/s of weights")
+        for (f, (rows, cols), n), v in sorted(r.gemm_gflops.items()):
+            print(f"    GEMM {f} {rows}x{cols}, {n} tokens: {v:.1f} GFLOP/s")
+        if not overheads:
+            continue
+        o = overheads[t]
+        print(f"    overhead (cpullm profile): decode {o.decode_s * 1e3:.3f} ms/token + attention "
+              f"{o.decode_attention_s * 1e3:.3f} ms/token at position {o.decode_position:.0f}; prefill of {o.prompt} "
+              f"tokens {o.prefill_s * 1e3:.1f} ms + attention {o.prefill_attention_s * 1e3:.1f} ms")
+
+
+def predict_points(points, shape, source_format, workload, rates, overheads, max_threads):
+    """Per point key: predicted decode tokens/s and TTFT ms with their parts, or None where the
+    model does not cover the point (several sequences)."""
+    predictions = {}
+    for p in points:
+        if p.get("sequences", 1) != 1:
+            predictions[sp.point_key(p)] = None
+            continue
+        t = p.get("threads", 0) or max_threads
+        fmt, keep = p.get("format", source_format), p.get("keep", "")
+        # bench's generation test decodes from an empty cache: positions 0 .. gen-1.
+        tps, dparts = roofline.predict_decode_host(shape, fmt, rates[t], overheads[t], (workload["gen"] - 1) / 2, keep)
+        ttft, pparts = roofline.predict_prefill_host(shape, fmt, rates[t], overheads[t], workload["prompt"], keep,
+                                                     p.get("batch", roofline.CHUNK))
+        predictions[sp.point_key(p)] = {"decode_tps": tps, "ttft_ms": ttft * 1e3, "decode_parts": dparts,
+                                        "prefill_parts": pparts}
+    return predictions
+
+
+def parts_text(parts, scale=1e3):
+    return ", ".join(f"{k} {v * scale:.2f}" for k, v in parts.items())
+
+
+def point_formats(shape, point, source_format):
+    """The formats a point's matrices end up in (under q4_0 the output layer is Q8_0)."""
+    return sorted({f for *_, f, _ in roofline.matrices(shape, point.get("format", source_format), point.get("keep", ""))})
 
 
 def tune_this_box(args, plan, profile):
@@ -217,66 +279,111 @@ def tune_this_box(args, plan, profile):
           f"not exposed here, {sum(c.status == 'ok' for c in checks)} as recommended")
 
     space = sp.load_space(args.space)
-    sweep = sw.Sweep(args, space["workload"])
+    workload = space["workload"]
+    sweep = sw.Sweep(args, workload)
     points, dropped = sp.constrain(sp.expand(space), sweep.topology, sweep.source_format, sweep.features)
     for point, reason in dropped:
         print(f"skipped {sp.describe(point)}: {reason}", file=sys.stderr)
     if not points:
         sw.fail(f"{args.space}: no point of the space can run here")
     max_threads = len(sp.usable_cores(sweep.topology, "", 0))
-    thread_counts = sorted({p.get("threads", 0) or max_threads for p in points} | {max_threads})
-    formats = sorted({p.get("format", sweep.source_format) for p in points})
+    thread_counts = sorted({p.get("threads", 0) or max_threads for p in points})
+    formats = sorted({f for p in points for f in point_formats(shape, p, sweep.source_format)})
+    out = roofline.output_layer(shape)
+    gemm_shapes = sorted({roofline.nearest_gemm_shape(rows, cols)
+                          for name, rows, cols, *_ in roofline.matrices(shape, sweep.source_format) if name != out})
     isa = best_isa(args.cpullm)
-    print(f"\nroofs measured now (bench_kernels, ISA {isa}, LLaMA-7B feed-forward shape 11008x4096):")
-    bandwidth, matvec, gemm = measure_roofs(args.cpullm, formats, thread_counts, isa)
-    for t, bw in sorted(bandwidth.items()):
-        print(f"  read bandwidth, {t} thread(s): {bw:.1f} GB/s")
-    for f in formats:
-        print(f"  {f}: matvec {matvec.get(f, math.nan):.1f} GB/s of weights, GEMM "
-              + ", ".join(f"{gemm.get((f, n), math.nan):.1f} GFLOP/s at {n} tokens" for n in GEMM_TOKENS)
-              + f" ({max_threads} threads)")
 
-    predictions = {}
+    memory = sum(total for total, _ in oscheck.node_memory(args.root).values())
+    fits = not memory or info["totals"]["bytes"] < memory
+    rates = measure_rates(args.cpullm, formats, thread_counts, isa, gemm_shapes)
+    if fits:
+        overheads = measure_overheads(args.cpullm, args.model, thread_counts, workload)
+        calibration = (f"overhead calibration: cpullm profile -m {args.model} -p {workload['prompt']} "
+                       f"-n {workload['gen']}, the better of 2 runs")
+    else:
+        print(f"\n{args.model}: {gib(info['totals']['bytes'])} does not fit this machine's {gib(memory)} of memory: "
+              "planning only (kernel rates measured; the model is not run, so what is not a matrix product is not "
+              "calibrated and left out: the predictions below are bounds, decode from above and TTFT from below)")
+        overheads = {t: roofline.Overhead(0.0, 0.0, 0.0, 0.0, 0.0, workload["prompt"]) for t in thread_counts}
+        calibration = "no overhead calibration"
+    print_inputs(f"\nroofs measured now (bench_kernels, ISA {isa}; {calibration})", rates, overheads if fits else None,
+                 formats)
+    before = predict_points(points, shape, sweep.source_format, workload, rates, overheads, max_threads)
+    print(f"\nPREDICTIONS before measuring (prompt {workload['prompt']}, decode of {workload['gen']} tokens from "
+          f"position 0, as bench's tests; parts in ms):")
     for p in points:
-        fmt = p.get("format", sweep.source_format)
-        roofs = host_roofs(bandwidth, matvec, gemm, p.get("threads", 0) or max_threads, max_threads,
-                           space["workload"]["prompt"])
-        decode, dbound = roofline.predict_decode(shape, fmt, roofs, 1, space["workload"]["prompt"], p.get("keep", ""))
-        ttft, pbound = roofline.predict_prefill(shape, fmt, roofs, space["workload"]["prompt"], p.get("keep", ""))
-        predictions[sp.point_key(p)] = {"decode_tps": decode, "ttft_ms": ttft * 1e3, "bounds": (dbound, pbound)}
-    print(f"\nPREDICTIONS before measuring (prompt {space['workload']['prompt']}, decode at that position):")
-    for p in points:
-        pr = predictions[sp.point_key(p)]
-        print(f"  {sp.describe(p)}: decode {pr['decode_tps']:.2f} tokens/s ({pr['bounds'][0]}), "
-              f"TTFT {pr['ttft_ms']:.0f} ms ({pr['bounds'][1]})")
+        pr = before[sp.point_key(p)]
+        print(f"  {sp.describe(p)}: " + ("not predicted: the model here covers one sequence" if pr is None else
+              f"decode {pr['decode_tps']:.2f} tokens/s ({parts_text(pr['decode_parts'])} per token), "
+              f"TTFT {pr['ttft_ms']:.0f} ms ({parts_text(pr['prefill_parts'])})"))
+    if not fits:
+        return
 
-    print(f"\nsweep (budget {args.budget}):")
-    sweep_obj, results, winner = sw.run_sweep(args, space)
+    # The machine's speed moves while the sweep runs (other jobs share it): before each run of a
+    # point its kernel rates are measured again (once each), and the point is predicted from the
+    # best of those, so that rates and point sample the same stretch of time, interleaved. The
+    # overhead calibration is kept from above.
+    interleaved = {}
+
+    def remeasure(point, level):
+        t = point.get("threads", 0) or max_threads
+        fresh = measure_rates(args.cpullm, point_formats(shape, point, sweep.source_format), [t], isa, gemm_shapes, 1)[t]
+        key = (sp.point_key(point), level)
+        interleaved[key] = best_rates(interleaved[key], fresh) if key in interleaved else fresh
+
+    print(f"\nsweep (budget {args.budget}; before each run of a point its kernel rates are measured again):")
+    sweep_obj, results, winner = sw.run_sweep(args, space, before_run=remeasure)
     sw.report(args, sweep_obj, results, winner)
-    print_errors(args, results, predictions)
+    adjacent = {}
+    for r in results:
+        if (r["key"], r["level"]) in interleaved:
+            fresh = interleaved[(r["key"], r["level"])]
+            pr = predict_points([r["point"]], shape, sweep.source_format, workload, {fresh.threads: fresh}, overheads,
+                                max_threads)[r["key"]]
+            adjacent[(r["key"], r["level"])] = (pr, fresh)
+    print_errors(args, results, before, adjacent, rates)
 
 
-def print_errors(args, results, predictions):
-    """Prediction error per measured point: (predicted - measured) / measured."""
-    print("\nprediction error per point (predicted vs measured; target within ±15%):")
+def best_rates(a, b):
+    """Each rate the better of two measurements of the same kernels."""
+    return roofline.KernelRates(threads=a.threads, bandwidth_gbs=max(a.bandwidth_gbs, b.bandwidth_gbs),
+                                matvec_gbs={f: max(v, b.matvec_gbs[f]) for f, v in a.matvec_gbs.items()},
+                                gemm_gflops={k: max(v, b.gemm_gflops[k]) for k, v in a.gemm_gflops.items()})
+
+
+def print_errors(args, results, before, adjacent, rates):
+    """Prediction error per measured point, (predicted - measured) / measured: against the
+    point's best repetition (the kernel rates are the best of those measured between its runs,
+    so both sides approach the machine's own speed however much other jobs take: what the ±15%
+    target is checked on) and against its mean; predicted from the rates measured between the
+    point's runs, and in brackets from those measured before the sweep; with how far the
+    point's rates had moved since then."""
+    print("\nprediction error per point: predicted (from the kernel rates measured between its runs; before the "
+          "sweep) vs the best run and the mean ± 95% interval; target within ±15% of the best:")
     lines, worst = [], []
     for r in results:
-        pr = predictions.get(r["key"])
+        b = before.get(r["key"])
+        pr, fresh = adjacent.get((r["key"], r["level"]), (None, None))
         if not pr or r["error"] or "decode_tps" not in r["metrics"]:
             continue
-        d = pr["decode_tps"] / r["metrics"]["decode_tps"]["mean"] - 1
-        t = pr["ttft_ms"] / r["metrics"]["ttft_ms"]["mean"] - 1
-        line = (f"  level {r['level']}: {sp.describe(r['point'])}: decode {pr['decode_tps']:.2f} vs "
-                f"{r['metrics']['decode_tps']['mean']:.2f} tokens/s ({d:+.0%}), TTFT {pr['ttft_ms']:.0f} vs "
-                f"{r['metrics']['ttft_ms']['mean']:.0f} ms ({t:+.0%})")
-        lines.append(line)
-        if abs(d) > 0.15 or abs(t) > 0.15:
-            worst.append(line.strip())
+        m, samples = r["metrics"], r["samples"]
+        best = {"decode_tps": max(s["decode_tps"] for s in samples), "ttft_ms": min(s["ttft_ms"] for s in samples)}
+        text = []
+        for k, name, unit, digits in (("decode_tps", "decode", "tokens/s", 1), ("ttft_ms", "TTFT", "ms", 0)):
+            err = pr[k] / best[k] - 1
+            ci = f" ± {m[k]['ci95']:.{digits}f}" if m[k]["ci95"] is not None else ""
+            text.append(f"{name} {pr[k]:.{digits}f} ({b[k]:.{digits}f}) vs best {best[k]:.{digits}f}: {err:+.0%}, mean "
+                        f"{m[k]['mean']:.{digits}f}{ci}: {pr[k] / m[k]['mean'] - 1:+.0%} {unit}")
+            if abs(err) > 0.15:
+                worst.append(f"{sp.describe(r['point'])} {name} {err:+.0%}")
+        old = rates[fresh.threads]
+        drift = [fresh.matvec_gbs[f] / old.matvec_gbs[f] - 1 for f in fresh.matvec_gbs]
+        drift += [v / old.gemm_gflops[k] - 1 for k, v in fresh.gemm_gflops.items()]
+        lines.append(f"  level {r['level']}: {sp.describe(r['point'])}, {len(samples)} runs: " + "; ".join(text)
+                     + f"; kernel rates moved {min(drift):+.0%}..{max(drift):+.0%} since the sweep began")
     print("\n".join(lines) or "  nothing measured")
-    if worst:
-        print("outside ±15%:")
-        for w in worst:
-            print(f"  {w}")
+    print("outside ±15%: " + (", ".join(worst) if worst else "none"))
     summary = os.path.join(args.out, "tune-summary.md")
     with open(summary, "w") as f:
         f.write("# cpullm tune summary\n\n" + "\n".join(l.strip() for l in lines) + "\n")

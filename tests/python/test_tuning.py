@@ -329,14 +329,53 @@ def roofline_against_hand_computed_numbers(ctx):
     roofs = roofline.Roofs(bandwidth_gbs=1.0)
     tps, bound = roofline.predict_decode(shape, "q8_0", roofs, batch=1, position=100)
     assert abs(tps - 1e9 / (weights + kv)) < 1e-6 and bound == "memory bandwidth", (tps, bound)
-    # A matvec kernel slower than memory bounds the weights' part.
-    tps, bound = roofline.predict_decode(shape, "q8_0", roofline.Roofs(bandwidth_gbs=1.0, matvec_gbs={"q8_0": 0.5}), 1, 100)
-    assert abs(tps - 1 / (weights / 0.5e9 + kv / 1e9)) < 1e-6 and bound == "matvec kernel"
     # Prefill of 10 tokens at 1 GFLOP/s: 2 x (2 x (64x64 + 64x48) + 100x64) x 10 matrix FLOPs
     # + 2 x layers x dim x 10^2 attention FLOPs; memory: the file's bytes once at 1 GB/s.
     flops = 2 * (2 * (64 * 64 + 64 * 48) + 100 * 64) * 10 + 2 * 2 * 64 * 100
     seconds, bound = roofline.predict_prefill(shape, "f32", roofline.Roofs(bandwidth_gbs=1.0, gemm_gflops={"f32": 1.0}), 10)
     assert abs(seconds - flops / 1e9) < 1e-12 and bound == "compute", (seconds, flops)
+
+
+@check
+def host_model_against_hand_computed_numbers(ctx):
+    shape = tiny_shape()
+    # Q8_0 matrices: attn_q 4352 B (q8_0) and ffn_down 6144 B (F16 fallback) per layer, output 6800 B (q8_0).
+    rates = roofline.KernelRates(threads=1, bandwidth_gbs=10.0, matvec_gbs={"q8_0": 1.0, "f16": 2.0},
+                                 gemm_gflops={(f, (4096, 4096), n): g for f in ("q8_0", "f16")
+                                              for n, g in ((32, 1.0), (512, 5.0))})
+    profile = {"phases": [
+        {"name": "prefill", "tokens": 10, "seconds": 0.010,
+         "regions": [{"name": "q_proj", "seconds": 0.004}, {"name": "attention", "seconds": 0.002},
+                     {"name": "lm_head", "seconds": 0.001}, {"name": "rope", "seconds": 0.0005}]},
+        {"name": "decode", "tokens": 4, "seconds": 0.008,
+         "regions": [{"name": "ffn_down", "seconds": 0.004}, {"name": "attention", "seconds": 0.002}]}]}
+    overhead = roofline.overhead_from_profile(profile)
+    # Overhead: the phase less its matrix regions; decode per step, at mean position 10 + 1.5.
+    assert abs(overhead.decode_s - 0.002 / 4) < 1e-12 and abs(overhead.decode_attention_s - 0.002 / 4) < 1e-12
+    assert overhead.decode_position == 11.5 and overhead.prompt == 10
+    assert abs(overhead.prefill_s - 0.003) < 1e-12 and abs(overhead.prefill_attention_s - 0.002) < 1e-12
+    # Decode at position 22.5 (twice the calibration's positions + 1, less 1): the attention part doubles.
+    tps, parts = roofline.predict_decode_host(shape, "q8_0", rates, overhead, 22.0)
+    matrices = 2 * 4352 / 1e9 + 2 * 6144 / 2e9 + 6800 / 1e9
+    assert abs(parts["matrices"] - matrices) < 1e-15, parts
+    assert abs(parts["attention"] - 0.0005 * 23 / 12.5) < 1e-15 and parts["other"] == overhead.decode_s
+    assert abs(tps - 1 / (matrices + 0.0005 * 23 / 12.5 + 0.0005)) < 1e-9
+    # A matvec rate above the read bandwidth (the benchmark's matrix partly cached) is capped by it.
+    capped = roofline.KernelRates(threads=1, bandwidth_gbs=1.5, matvec_gbs={"q8_0": 1.0, "f16": 2.0}, gemm_gflops={})
+    _, parts = roofline.predict_decode_host(shape, "q8_0", capped, overhead, 22.0)
+    assert abs(parts["matrices"] - (2 * 4352 / 1e9 + 2 * 6144 / 1.5e9 + 6800 / 1e9)) < 1e-15, parts
+    # GEMM rate: the benchmarked 4096x4096 (nearest), interpolated in log tokens: 128 is half way
+    # from 32 to 512; outside the range the ends are used.
+    assert abs(roofline.gemm_rate(rates, "q8_0", 64, 64, 128) - 3.0) < 1e-12
+    assert roofline.gemm_rate(rates, "q8_0", 64, 64, 8) == 1.0 and roofline.gemm_rate(rates, "q8_0", 64, 64, 4096) == 5.0
+    # Prefill of 20 tokens in chunks of 16 and 4 (both at the 32-token rate, 1 GFLOP/s): the
+    # matrices but the output layer, then the output layer once as a matvec; overhead scaled
+    # from the 10-token calibration: attention x 4, the rest x 2.
+    seconds, parts = roofline.predict_prefill_host(shape, "q8_0", rates, overhead, 20, chunk=16)
+    gemm = 2 * 2 * (64 * 64 + 64 * 48) * 20 / 1e9
+    assert abs(parts["matrices"] - gemm) < 1e-15 and abs(parts["output layer"] - 6800 / 1e9) < 1e-15, parts
+    assert abs(parts["attention"] - 0.008) < 1e-12 and abs(parts["other"] - 0.006) < 1e-12
+    assert abs(seconds - sum(parts.values())) < 1e-15
 
 
 @check

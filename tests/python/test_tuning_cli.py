@@ -7,7 +7,10 @@
   planned for, never loaded);
 - the new profiles are read, and a malformed profile is an error naming the field;
 - a tiny real sweep over stories260K (threads x format), its table and TOML configs, the config
-  read back by `cpullm bench --config`, and `--resume` repeating nothing.
+  read back by `cpullm bench --config`, and `--resume` repeating nothing;
+- a sweep killed after its second point and resumed: one `sweep` run in the results database,
+  every evaluation a row exactly once with its repetitions as samples, the run finished, and
+  `cpullm db` reading it.
 
 Usage: test_tuning_cli.py --cpullm BIN --shared DIR --workdir DIR
 """
@@ -15,9 +18,12 @@ import argparse
 import json
 import os
 import shutil
+import signal
+import sqlite3
 import struct
 import subprocess
 import sys
+import time
 
 from cli_checks import check, expect_error, run, run_checks
 
@@ -29,10 +35,10 @@ def gguf_string(text):
     return struct.pack("<Q", len(data)) + data
 
 
-def write_sparse_llama7b_q8_0(path):
-    """A GGUF file with LLaMA-7B's header (Q8_0 matrices, F32 norms) whose 7 GB of tensor data
-    is a hole: the header is all `info`, `topo -m` and `tune` read."""
-    dim, ffn, vocab, layers = 4096, 11008, 32000, 32
+def write_sparse_llama_q8_0(path, dim=4096, ffn=11008, layers=32, heads=32):
+    """A GGUF file with a LLaMA header (default LLaMA-7B's; Q8_0 matrices, F32 norms) whose tensor
+    data (7 GB for LLaMA-7B) is a hole: the header is all `info`, `topo -m` and `tune` read."""
+    vocab = 32000
     q8 = lambda rows, cols: (8, rows * cols // 32 * 34)  # noqa: E731  (type Q8_0, bytes)
     tensors = [("token_embd.weight", [dim, vocab], *q8(vocab, dim))]
     for b in range(layers):
@@ -44,8 +50,8 @@ def write_sparse_llama7b_q8_0(path):
                     (f"blk.{b}.ffn_down.weight", [ffn, dim], *q8(dim, ffn))]
     tensors += [("output_norm.weight", [dim], 0, dim * 4), ("output.weight", [dim, vocab], *q8(vocab, dim))]
     u32 = {"llama.block_count": layers, "llama.embedding_length": dim, "llama.feed_forward_length": ffn,
-           "llama.attention.head_count": 32, "llama.attention.head_count_kv": 32, "llama.context_length": 4096,
-           "llama.rope.dimension_count": 128, "llama.vocab_size": vocab}
+           "llama.attention.head_count": heads, "llama.attention.head_count_kv": heads,
+           "llama.context_length": 4096, "llama.rope.dimension_count": dim // heads, "llama.vocab_size": vocab}
     header = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(u32) + 1)
     header += gguf_string("general.architecture") + struct.pack("<I", 8) + gguf_string("llama")
     for key, value in u32.items():
@@ -65,7 +71,7 @@ def write_sparse_llama7b_q8_0(path):
 @check
 def tune_other_box_plans_and_predicts(ctx):
     model = os.path.join(ctx.workdir, "llama7b-q8_0-sparse.gguf")
-    size = write_sparse_llama7b_q8_0(model)
+    size = write_sparse_llama_q8_0(model)
     assert size > 7e9
     out = run([ctx.cpullm, "tune", "--hardware", "e5-4627v4", "-m", model]).stdout
     lines = out.splitlines()
@@ -89,6 +95,31 @@ def tune_other_box_plans_and_predicts(ctx):
     assert "cross-socket link" in first_touch and abs(float(first_touch.split()[0]) / shard - 32 / 0.75 / 230.4) < 0.03, q8
     # Nothing was read: the sparse file is still a hole.
     assert os.stat(model).st_blocks * 512 < 1 << 20
+
+
+@check
+def tune_plans_a_model_too_large_for_this_machine(ctx):
+    # LLaMA-65B's shape in Q8_0: ~69 GB, more than this machine's memory, a hole on its disk.
+    model = os.path.join(ctx.workdir, "llama65b-q8_0-sparse.gguf")
+    size = write_sparse_llama_q8_0(model, dim=8192, ffn=22016, layers=80, heads=64)
+    with open("/proc/meminfo") as f:
+        memory = int(f.readline().split()[1]) * 1024
+    if size < memory:
+        return f"skip: this machine's {memory >> 30} GiB of memory holds the {size >> 30} GiB model"
+    # Another box (4 x 64 GiB): planned for, predictions labelled.
+    out = run([ctx.cpullm, "tune", "--hardware", "e5-4627v4", "-m", model]).stdout
+    assert "planning only" in out.splitlines()[0] and "PREDICTIONS (roofline model, not measurements)" in out, out
+    assert "model: 80 layers, dim 8192" in out and "| q8_0 |" in out, out
+    # This box: kernel rates measured and predictions made, but the model is not run.
+    space = os.path.join(ctx.workdir, "large.toml")
+    with open(space, "w") as f:
+        f.write('[values]\nthreads = [1]\nformat = ["q8_0"]\n[workload]\nprompt = 64\ngen = 32\n')
+    out = run([ctx.cpullm, "tune", "--hardware", "host", "-m", model, "--space", space,
+               "--out", os.path.join(ctx.workdir, "tune-large")], timeout=600).stdout
+    assert "does not fit this machine's" in out and "planning only" in out, out
+    assert "GEMM q8_0 11008x4096, 512 tokens:" in out and "threads=1 format=q8_0: decode " in out, out
+    assert "sweep (budget" not in out, out
+    assert os.stat(model).st_blocks * 512 < 1 << 20  # nothing was read
 
 
 @check
@@ -149,6 +180,61 @@ def tiny_sweep_end_to_end(ctx):
     again = run(cmd + ["--resume"], timeout=600)
     assert " measured, " not in again.stderr and again.stderr.count(" resumed, ") == 4, again.stderr
     expect_error(cmd, "--resume")  # the same folder without --resume is refused
+
+
+@check
+def sweep_rows_in_results_db_survive_interruption(ctx):
+    model = os.path.join(ctx.shared, "stories260K.gguf")
+    if not os.path.exists(model):
+        return f"skip: {model} is absent"
+    space = os.path.join(ctx.workdir, "db.toml")
+    with open(space, "w") as f:
+        f.write('[values]\nthreads = [1, 2]\nformat = ["f32", "q8_0"]\n[workload]\nprompt = 16\ngen = 8\n')
+    out_dir, db = os.path.join(ctx.workdir, "sweep-db"), os.path.join(ctx.workdir, "sweep-db.sqlite")
+    shutil.rmtree(out_dir, ignore_errors=True)
+    for path in (db, db + "-wal", db + "-shm"):
+        if os.path.exists(path):
+            os.remove(path)
+    cmd = [ctx.cpullm, "sweep", "-m", model, "--space", space, "--strategy", "grid", "--budget", "5m", "--out", out_dir,
+           "--point-budget", "3", "--max-reps", "2", "--confirm-reps", "2", "--db", db]
+    # Killed (SIGKILL: no clean-up) once two evaluations are stored.
+    state = os.path.join(out_dir, "sweep-state.jsonl")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not (os.path.exists(state) and sum(1 for _ in open(state)) >= 2):
+        assert proc.poll() is None and time.monotonic() < deadline, "the sweep ended before its second point"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    with sqlite3.connect(db) as c:
+        runs = c.execute("SELECT id, kind, finished_at FROM runs").fetchall()
+        assert len(runs) == 1 and runs[0][1] == "sweep" and runs[0][2] is None, runs  # unfinished
+        done = c.execute("SELECT count(*) FROM results").fetchone()[0]
+    assert 1 <= done < 4, done  # the second may be in the state file, not yet in the database
+    resumed = run(cmd + ["--resume"], timeout=600)
+    assert resumed.stderr.count(" resumed, ") >= 2 and resumed.stderr.count(" measured, ") >= 1, resumed.stderr
+    with sqlite3.connect(db) as c:
+        runs = c.execute("SELECT id, kind, command, finished_at FROM runs").fetchall()
+        # One run, the interrupted one, continued and now finished; bench's own runs are elsewhere.
+        assert len(runs) == 1 and runs[0][1] == "sweep" and runs[0][3] is not None, runs
+        assert "--resume" not in runs[0][2] and runs[0][2].startswith("cpullm sweep -m "), runs
+        rows = c.execute("SELECT id, case_name, test, format, n_threads, avg_ts, ttft_ms FROM results").fetchall()
+        # The model's columns as bench recorded them: stories260K has 292,800 parameters.
+        models = c.execute("SELECT DISTINCT model_n_params, isa FROM results").fetchall()
+        assert len(models) == 1 and models[0][0] == 292800 and models[0][1] in ("avx2", "avx512"), models
+        cases = [r[1] for r in rows]
+        assert len(cases) == len(set(cases)) == 6, cases  # 4 points at level 0, then winner and runner-up
+        assert sum(case.startswith("sweep/0/") for case in cases) == 4 and sum("/confirm/" in c for c in cases) == 2, cases
+        assert {(r[3], r[4]) for r in rows if r[1].startswith("sweep/0/")} == {(f, t) for f in ("f32", "q8_0") for t in (1, 2)}
+        assert all(r[2] == "pg" and r[5] > 0 and r[6] > 0 for r in rows), rows
+        # Every repetition is a sample, and the row's tokens/s is their mean.
+        for result_id, *_, avg_ts, _ in rows:
+            ts = [t for (t,) in c.execute("SELECT ts FROM samples WHERE result_id = ?", (result_id,))]
+            assert len(ts) >= 1 and abs(sum(ts) / len(ts) - avg_ts) < 1e-9 * avg_ts, (result_id, ts, avg_ts)
+    assert os.path.exists(os.path.join(out_dir, "bench-runs.db"))
+    # cpullm reads what the sweep wrote.
+    listed = run([ctx.cpullm, "db", "--db", db, "results", str(runs[0][0]), "--export-json"]).stdout
+    assert json.loads(listed)["run"]["kind"] == "sweep" and len(json.loads(listed)["results"]) == 6, listed
 
 
 def main():
