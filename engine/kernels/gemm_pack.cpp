@@ -13,9 +13,7 @@
 namespace cpullm {
 namespace {
 
-// Float rows are converted a chunk of columns at a time into a small buffer, then transposed
-// into the panel's column-major layout. Panels are whole groups of 8 rows (every R is).
-constexpr int64_t kPackChunk = 256;
+// Panels are packed 8 rows at a time (every R is a multiple of 8).
 
 // v[i] (8 int32 of row i) becomes v[g] (element g of each of the 8 rows): the 8 x 8 transpose.
 [[gnu::always_inline]] inline void transpose_8x8_epi32(__m256i v[8]) {
@@ -64,27 +62,37 @@ void pack_integer_rows(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t bl
 
 }  // namespace
 
+// Eight consecutive weights of a float-format row as FP32 (F16C converts, BF16 is a shift).
+__m256 load8_as_f32(GgmlType type, const std::byte* p) {
+  const auto* halves = reinterpret_cast<const __m128i*>(p);
+  switch (type) {
+    case GgmlType::F16: return _mm256_cvtph_ps(_mm_loadu_si128(halves));
+    case GgmlType::BF16: return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(halves)), 16));
+    default: return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+  }
+}
+
 void pack_float_panel(const WeightMatrix& w, int64_t r0, int64_t k0, int64_t depth, int R, float* panel) {
   const int64_t stride = row_bytes(w);
   const int64_t element = row_bytes(w.type, 1);
-  alignas(32) float values[8][kPackChunk];  // 8 rows' chunk in FP32
   for (int r8 = 0; r8 < R; r8 += 8) {
     const int real = static_cast<int>(std::clamp<int64_t>(w.rows - (r0 + r8), 0, 8));  // rows 0..real-1 exist
-    for (int64_t c0 = 0; c0 < depth; c0 += kPackChunk) {
-      const int64_t n = std::min(kPackChunk, depth - c0);
+    const std::byte* rows[8];
+    for (int i = 0; i < real; ++i) rows[i] = w.data + (r0 + r8 + i) * stride + k0 * element;
+    int64_t k = 0;
+    for (; k + 8 <= depth; k += 8) {  // 8 columns of 8 rows, transposed in registers: one store per column
+      __m256i v[8];
       for (int i = 0; i < 8; ++i)
-        if (i < real) decode_row(w.type, w.data + (r0 + r8 + i) * stride + (k0 + c0) * element, values[i], n);
-        else std::fill_n(values[i], n, 0.0f);
-      int64_t k = 0;
-      for (; k + 8 <= n; k += 8) {  // an 8 x 8 transpose in registers, one 32-byte store per column
-        __m256i v[8];
-        for (int i = 0; i < 8; ++i) v[i] = _mm256_castps_si256(_mm256_load_ps(values[i] + k));
-        transpose_8x8_epi32(v);
-        for (int j = 0; j < 8; ++j) _mm256_storeu_si256(reinterpret_cast<__m256i*>(panel + (c0 + k + j) * R + r8), v[j]);
-      }
-      for (; k < n; ++k)
-        for (int i = 0; i < 8; ++i) panel[(c0 + k) * R + r8 + i] = values[i][k];
+        v[i] = i < real ? _mm256_castps_si256(load8_as_f32(w.type, rows[i] + k * element)) : _mm256_setzero_si256();
+      transpose_8x8_epi32(v);
+      for (int j = 0; j < 8; ++j) _mm256_storeu_si256(reinterpret_cast<__m256i*>(panel + (k + j) * R + r8), v[j]);
     }
+    for (; k < depth; ++k)
+      for (int i = 0; i < 8; ++i) {
+        float value = 0.0f;
+        if (i < real) decode_row(w.type, rows[i] + k * element, &value, 1);
+        panel[k * R + r8 + i] = value;
+      }
   }
 }
 
