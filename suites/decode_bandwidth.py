@@ -7,13 +7,21 @@ at least 85% of the read bandwidth that bench_kernels' memory_read measures with
 thread count, right before. For each model: generate (or reuse) a synthetic model at a real
 shape, quantize it, run `cpullm generate --ignore-eos`, and print one line per case.
 
+On a shared host the roof and the decode speed both move from one second to the next, so
+`--repeat N` runs every case N times (the roof measured again before each) and ends with each
+case's median and range, and `--baseline DIR` runs a second build's cpullm right after this
+one's, against the same roof, and reports the speed ratio of the two per repetition: the
+comparison that holds when absolute figures do not.
+
 Usage: suites/decode_bandwidth.py [--build build] [--models DIR] [--threads 2] [--tokens 64]
        [--isa avx2,avx512] [--cases tinyllama:q8_0,tinyllama:q4_0,llama7b-4l:q8_0,llama7b-4l:q4_0]
+       [--repeat 1] [--baseline DIR]
 """
 import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 
@@ -57,6 +65,16 @@ def read_bandwidth(args):
     return json.loads(out)["benchmarks"][0]["bytes_per_second"]
 
 
+def decode_speed(args, cpullm, path, isa):
+    proc = run([cpullm, "generate", "-m", path, "-p", "Once upon a time", "-n", str(args.tokens),
+                "--ignore-eos", "-t", str(args.threads), "--isa", isa, "-c", "512"])
+    return float(re.search(r"generated \d+ tokens, ([\d.]+) tokens/s", proc.stderr).group(1))
+
+
+def spread(values, fmt):
+    return f"{fmt(statistics.median(values))} ({fmt(min(values))}-{fmt(max(values))})"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build")
@@ -65,23 +83,44 @@ def main():
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--isa", default="avx2,avx512")
     ap.add_argument("--cases", default="tinyllama:q8_0,tinyllama:q4_0,llama7b-4l:q8_0,llama7b-4l:q4_0")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--baseline", help="another build folder whose cpullm runs each case right after this one's")
     args = ap.parse_args()
     args.cpullm = os.path.join(args.build, "cpullm")
+    builds = [("", args.cpullm)] + ([("base", os.path.join(args.baseline, "cpullm"))] if args.baseline else [])
     os.makedirs(args.models, exist_ok=True)
-    print(f"{'model':<12} {'format':<6} {'isa':<7} {'MB/token':>9} {'tokens/s':>9} {'GB/s':>7} "
+    print(f"{'model':<12} {'format':<6} {'isa':<7} {'build':<5} {'MB/token':>9} {'tokens/s':>9} {'GB/s':>7} "
           f"{'read GB/s':>10} {'of roof':>8}")
-    for case in args.cases.split(","):
-        shape, fmt = case.split(":")
-        path = model_file(args, shape, fmt)
-        per_token = weight_bytes_per_token(args, path)
-        for isa in args.isa.split(","):
-            roof = read_bandwidth(args)
-            proc = run([args.cpullm, "generate", "-m", path, "-p", "Once upon a time", "-n", str(args.tokens),
-                        "--ignore-eos", "-t", str(args.threads), "--isa", isa, "-c", "512"])
-            tps = float(re.search(r"generated \d+ tokens, ([\d.]+) tokens/s", proc.stderr).group(1))
-            achieved = per_token * tps
-            print(f"{shape:<12} {fmt:<6} {isa:<7} {per_token / 1e6:9.1f} {tps:9.2f} {achieved / 1e9:7.1f} "
-                  f"{roof / 1e9:10.1f} {achieved / roof:8.0%}", flush=True)
+    results = {}  # (shape, fmt, isa) -> {"roof": [..], "tps": {build: [..]}, "bytes": n}
+    for repetition in range(args.repeat):
+        for case in args.cases.split(","):
+            shape, fmt = case.split(":")
+            path = model_file(args, shape, fmt)
+            per_token = weight_bytes_per_token(args, path)
+            for isa in args.isa.split(","):
+                entry = results.setdefault((shape, fmt, isa), {"roof": [], "tps": {}, "bytes": per_token})
+                roof = read_bandwidth(args)
+                entry["roof"].append(roof)
+                for name, cpullm in builds:
+                    tps = decode_speed(args, cpullm, path, isa)
+                    entry["tps"].setdefault(name, []).append(tps)
+                    achieved = per_token * tps
+                    print(f"{shape:<12} {fmt:<6} {isa:<7} {name:<5} {per_token / 1e6:9.1f} {tps:9.2f} "
+                          f"{achieved / 1e9:7.1f} {roof / 1e9:10.1f} {achieved / roof:8.0%}", flush=True)
+    if args.repeat > 1 or args.baseline:
+        print(f"\nmedian (range) over {args.repeat} repetitions; of roof: each run against the roof measured "
+              "right before it" + ("; ratio: this build's tokens/s over the baseline's, run after run" if args.baseline else ""))
+        for (shape, fmt, isa), entry in results.items():
+            for name, _ in builds:
+                tps = entry["tps"][name]
+                of_roof = [entry["bytes"] * t / r for t, r in zip(tps, entry["roof"])]
+                line = (f"{shape:<12} {fmt:<6} {isa:<7} {name:<5} tokens/s {spread(tps, lambda v: f'{v:.1f}')}  "
+                        f"read GB/s {spread(entry['roof'], lambda v: f'{v / 1e9:.1f}')}  "
+                        f"of roof {spread(of_roof, lambda v: f'{v:.0%}')}")
+                if name == "base":
+                    ratios = [a / b for a, b in zip(entry["tps"][""], tps)]
+                    line += f"  ratio {spread(ratios, lambda v: f'{v:.2f}')}"
+                print(line)
     return 0
 
 

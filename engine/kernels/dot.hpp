@@ -10,15 +10,16 @@
 namespace cpullm {
 
 // An activation vector quantized to Q8_0 once per matvec, with what the integer kernels would
-// otherwise redo for every row precomputed: each block's scale in FP32, and the sum of every
-// 4 consecutive values. Q4_0 weights are nibble - 8, so the int32 lane that maddubs + madd or
-// vpdpbusd fills from values 4j..4j+3 is nibbles . a - 8 * (their sum): the nibbles go into the
-// unsigned side as they are, and each lane still holds exactly sum((nibble - 8) * a).
+// otherwise redo for every row precomputed: each block's scale in FP32, and 8 times the sum of
+// every 4 consecutive values. Q4_0 weights are nibble - 8, so the int32 lane that maddubs + madd
+// or vpdpbusd fills from values 4j..4j+3 is nibbles . a - 8 * (their sum): the nibbles go into
+// the unsigned side as they are, the lane loses its offset, and holds exactly sum((nibble - 8) * a).
 struct QuantizedActivations {
-  const BlockQ8_0* blocks;    // (cols / 32) the quantized values and their FP16 scales
-  const float* scales;        // (cols / 32) blocks[b].scale in FP32
-  const int32_t* quad_sums;   // (cols / 4 + 8) q[4j] + .. + q[4j + 3], then 8 zeros, so that a
-                              // load of two blocks' 16 lanes at an odd last block reads zeros
+  const BlockQ8_0* blocks;            // (cols / 32) the quantized values and their FP16 scales
+  const float* scales;                // (cols / 32) blocks[b].scale in FP32
+  const int32_t* zero_point_offsets;  // (cols / 4 + 8) 8 * (q[4j] + .. + q[4j + 3]), then 8 zeros,
+                                      // so that a load of two blocks' 16 lanes at an odd last
+                                      // block reads zeros
 };
 
 // row: (cols) weights in the table entry's format. activations: (cols) floats for the float

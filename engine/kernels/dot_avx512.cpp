@@ -82,8 +82,8 @@ struct Avx512BlockDot {
       if constexpr (Row::kZeroPoint == 0) {
         sums = block_pair_products(block_pair(w.weights(b), w.weights(b1), pair), acts);
       } else {
-        // Past an odd last block the quad sums are zero-padded, as the upper half's products are zero.
-        const __m512i offsets = _mm512_slli_epi32(_mm512_loadu_si512(a.quad_sums + b * kQuantBlock / 4), 3);
+        // Past an odd last block the offsets are zero-padded, as the upper half's products are zero.
+        const __m512i offsets = _mm512_loadu_si512(a.zero_point_offsets + b * kQuantBlock / 4);
         const __m512i products = _mm512_dpbusd_epi32(_mm512_setzero_si512(), block_pair(w.stored(b), w.stored(b1), pair), acts);
         sums = _mm512_sub_epi32(products, offsets);
       }

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -190,6 +192,59 @@ TEST(Matvec, Q4_0ExtremeNibblesAndActivationsMatchReference) {
     // Every block sum is exact on every ISA; only their FP32 sum's order may differ, within
     // cols * 2^-24 * sum|w.a| where |w| <= 4 (0.5 * 8) and |a| = 1.
     for (int64_t r = 0; r < rows; ++r) EXPECT_NEAR(fast[r], reference[r], cols * 0x1.0p-24 * cols * 4) << isa_name(isa);
+  }
+}
+
+// matvec quantizes the activations with its own vectorised code; it must give
+// quantize_row_q8_0's blocks bit for bit (llama.cpp's rounding, half away from zero). Seen
+// through rows that pick one activation each (weight 1, scale 1): y[j] is then exactly the
+// dequantized a[j] = scale * q[j], at every ISA. In Q8_0 the other weights are 0; in Q4_0 they
+// are nibbles of 8, so the SIMD kernels' zero-point offsets (8 * the sums of 4 activations) must
+// be exact too. The input has exact ties (+-0.5, +-2.5, +-126.5 in a block whose scale is 1), a
+// zero block, tiny values and an odd block count.
+TEST(Matvec, QuantizesActivationsAsQuantizeRowQ8_0) {
+  const int64_t cols = 7 * kQuantBlock;
+  std::vector<float> x(cols);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
+  for (float& v : x) v = dist(rng);
+  const float ties[] = {127.0f, 0.5f, -0.5f, 2.5f, -2.5f, 126.5f, -126.5f, 1.5f, -0.49999997f, 0.0f};
+  std::copy(std::begin(ties), std::end(ties), x.begin());  // block 0: amax 127, so the scale is 1
+  std::fill(x.begin() + kQuantBlock, x.begin() + 2 * kQuantBlock, 0.0f);  // block 1: all zeros
+  for (int64_t j = 2 * kQuantBlock; j < 3 * kQuantBlock; ++j) x[j] = 1e-30f * (j % 7 - 3);  // block 2: tiny
+  std::vector<float> expected(cols);
+  {
+    std::vector<BlockQ8_0> blocks(cols / kQuantBlock);
+    quantize_row_q8_0(x.data(), blocks.data(), cols);
+    dequantize_row_q8_0(blocks.data(), expected.data(), cols);
+  }
+  std::vector<BlockQ8_0> picks(cols * cols / kQuantBlock);  // row j: 1 at column j, 0 elsewhere
+  for (int64_t j = 0; j < cols; ++j)
+    for (int64_t b = 0; b < cols / kQuantBlock; ++b) {
+      BlockQ8_0& block = picks[j * cols / kQuantBlock + b];
+      block.scale = fp32_to_fp16(1.0f);
+      for (int64_t k = 0; k < kQuantBlock; ++k) block.q[k] = b * kQuantBlock + k == j ? 1 : 0;
+    }
+  std::vector<BlockQ4_0> nibble_picks(cols * cols / kQuantBlock);  // row j: nibble 9 (+1) at j, 8 (0) elsewhere
+  for (int64_t j = 0; j < cols; ++j)
+    for (int64_t b = 0; b < cols / kQuantBlock; ++b) {
+      BlockQ4_0& block = nibble_picks[j * cols / kQuantBlock + b];
+      block.scale = fp32_to_fp16(1.0f);
+      std::fill(std::begin(block.nibbles), std::end(block.nibbles), uint8_t{0x88});
+      const int64_t k = j - b * kQuantBlock;  // values k and k + 16 share byte k % 16
+      if (k >= 0 && k < kQuantBlock) block.nibbles[k % 16] = k < 16 ? 0x89 : 0x98;
+    }
+  for (const WeightMatrix w : {WeightMatrix{reinterpret_cast<const std::byte*>(picks.data()), GgmlType::Q8_0, cols, cols},
+                               WeightMatrix{reinterpret_cast<const std::byte*>(nibble_picks.data()), GgmlType::Q4_0,
+                                            cols, cols}}) {
+    std::vector<float> y(cols);
+    matvec_reference(y.data(), w, x.data());
+    EXPECT_EQ(y, expected) << ggml_type_name(w.type) << " reference";
+    for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+      if (!cpu_supports(isa)) continue;
+      matvec(y.data(), w, x.data(), isa);
+      EXPECT_EQ(y, expected) << ggml_type_name(w.type) << " " << isa_name(isa);
+    }
   }
 }
 
