@@ -1,6 +1,7 @@
-// The prefill GEMM at LLaMA-7B's attention (4096x4096) and feed-forward (11008x4096) shapes,
-// for a 32- and a 512-token prompt, every weight type and ISA level, next to the same product
-// done as one matvec per token (what prefill did before the GEMM), and the packing alone.
+// The prefill GEMM at TinyLlama-1.1B's (2048x2048, 5632x2048) and LLaMA-7B's (4096x4096,
+// 11008x4096) attention and feed-forward shapes, for a 32- and a 512-token prompt, every weight
+// type and ISA level, next to the same product done as one matvec per token (what prefill did
+// before the GEMM), and the packing alone.
 // FLOP/s counts 2 * rows * cols * tokens.
 #include <benchmark/benchmark.h>
 
@@ -51,7 +52,7 @@ void BM_Matmul(benchmark::State& state) {
 void Cases(benchmark::internal::Benchmark* b) {
   for (auto type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
                     GgmlType::CPULLM_INT8_CHANNEL})
-    for (auto [rows, cols] : {std::pair{4096, 4096}, {11008, 4096}})
+    for (auto [rows, cols] : {std::pair{2048, 2048}, {5632, 2048}, {4096, 4096}, {11008, 4096}})
       for (int tokens : {32, 512})
         for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
           for (int loop : {0, 1})
