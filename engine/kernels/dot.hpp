@@ -9,17 +9,29 @@
 
 namespace cpullm {
 
-// An activation vector quantized to Q8_0 once per matvec, with what the integer kernels would
-// otherwise redo for every row precomputed: each block's scale in FP32, and 8 times the sum of
-// every 4 consecutive values. Q4_0 weights are nibble - 8, so the int32 lane that maddubs + madd
-// or vpdpbusd fills from values 4j..4j+3 is nibbles . a - 8 * (their sum): the nibbles go into
-// the unsigned side as they are, the lane loses its offset, and holds exactly sum((nibble - 8) * a).
+// An activation vector quantized to Q8_0 once per matvec, in the layouts the integer kernels
+// read, with what they would otherwise redo for every row precomputed. Every array is padded
+// with zeros to whole groups of 4 blocks, so a kernel may read a group past the last block:
+// zero values, offsets and scales add nothing.
+//
+// Natural order is x's. Nibble order is Q4_0's: a Q4_0 block's byte j holds weights j (low
+// nibble) and j + 16 (high nibble), so per group of 4 blocks the values come as the 4 blocks'
+// first halves, then their second halves; one AND and one shift then unpack 4 blocks of
+// nibbles into the 128 bytes that meet them.
+//
+// The offsets make unsigned weights exact. vpdpbusd and maddubs multiply unsigned by signed
+// bytes: Q4_0's nibbles are weight + 8 and go in as stored; Q8_0's weights go in XOR 0x80, as
+// weight + 128. The int32 lane filled from values i..i+3 (natural) or from 4 low and 4 high
+// nibbles (nibble order) then holds w.a + zero_point * sum(a), and starting the lane at minus
+// that sum leaves exactly w.a.
 struct QuantizedActivations {
-  const BlockQ8_0* blocks;            // (cols / 32) the quantized values and their FP16 scales
-  const float* scales;                // (cols / 32) blocks[b].scale in FP32
-  const int32_t* zero_point_offsets;  // (cols / 4 + 8) 8 * (q[4j] + .. + q[4j + 3]), then 8 zeros,
-                                      // so that a load of two blocks' 16 lanes at an odd last
-                                      // block reads zeros
+  const int8_t* values;               // (cols) natural order
+  const int8_t* nibble_order;         // (cols) nibble order
+  const float* scales;                // (cols / 32) each block's scale
+  const float* scales_by_lane8;       // (cols / 4) scales[b] repeated for block b's 8 lanes (natural)
+  const float* scales_by_lane4;       // (cols / 8) scales[b] repeated for block b's 4 lanes (nibble order)
+  const int32_t* offsets_natural;     // (cols / 4) -128 * (a[4j] + .. + a[4j + 3])
+  const int32_t* offsets_nibble;      // (cols / 8) -8 * the sum of the 8 values nibble-order lane j meets
 };
 
 // row: (cols) weights in the table entry's format. activations: (cols) floats for the float

@@ -6,6 +6,8 @@
 // are baseline functions, inlined here.
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "engine/kernels/dot.hpp"
 #include "engine/kernels/int8_rows.hpp"
 
@@ -46,51 +48,95 @@ float dot_float_row(const std::byte* row, const void* activations, int64_t cols)
   return sum;
 }
 
-// Sixteen int32 sums over two blocks (eight lanes each): VNNI's dpbusd multiplies unsigned
-// by signed bytes, so |w| meets a with w's sign moved onto it.
-inline __m512i block_pair_products(__m512i w, __m512i a) {
-  const __mmask64 negative = _mm512_movepi8_mask(w);
-  const __m512i signed_a = _mm512_mask_sub_epi8(a, negative, _mm512_setzero_si512(), a);
-  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(w), signed_a);
+// Q8_0 and INT8_CHANNEL, two blocks per step in natural order: lanes 0-7 hold block b's sums,
+// lanes 8-15 block b + 1's. The weights go into vpdpbusd's unsigned side XOR 0x80 (weight +
+// 128) and the lane starts from its offset, -128 * the sum of its activations (dot.hpp). When
+// `pair` is false block b is the row's last: the upper half's weights are zero, its
+// activations, offsets and scales padding zeros, so its products and its term are zero.
+inline __m512i pair_weights(const Q8_0Row& w, int64_t b, bool pair) {
+  const __m512i first = _mm512_zextsi256_si512(load32_i8(w.blocks[b].q));
+  return pair ? _mm512_inserti64x4(first, load32_i8(w.blocks[b + 1].q), 1) : first;
+}
+inline __m512i pair_weights(const Int8ChannelRow& w, int64_t b, bool pair) {
+  const int8_t* values = w.values + b * kQuantBlock;
+  return pair ? _mm512_loadu_si512(values) : _mm512_zextsi256_si512(load32_i8(values));
+}
+// The weight scale of every lane: a full pair's two FP16 scales are words 0 and 17 of the 64
+// bytes from block b's start.
+inline __m512 pair_scales(const Q8_0Row& w, int64_t b, bool pair) {
+  if (!pair) return _mm512_set1_ps(w.scale(b));
+  const __m512i head = _mm512_loadu_si512(w.blocks + b);
+  const __m512i lanes = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,  //
+                                         17, 17, 17, 17, 17, 17, 17, 17, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(lanes, head)));
+}
+inline __m512 pair_scales(const Int8ChannelRow& w, int64_t, bool) { return _mm512_set1_ps(w.row_scale); }
+
+template <typename Row>
+inline __m512 natural_pair(const Row& w, int64_t b, bool pair, const QuantizedActivations& a, __m512 acc) {
+  const __m512i biased = _mm512_xor_si512(pair_weights(w, b, pair), _mm512_set1_epi8(static_cast<char>(0x80)));
+  const __m512i sums = _mm512_dpbusd_epi32(_mm512_loadu_si512(a.offsets_natural + b * 8), biased,
+                                           _mm512_loadu_si512(a.values + b * kQuantBlock));
+  const __m512 scales = _mm512_mul_ps(pair_scales(w, b, pair), _mm512_loadu_ps(a.scales_by_lane8 + b * 8));
+  return _mm512_fmadd_ps(scales, _mm512_cvtepi32_ps(sums), acc);
 }
 
-// Blocks b and b + 1 in one register (lanes 0-7 and 8-15); past the last block the upper
-// half is zero, so its products are zero whatever its scale.
-inline __m512i block_pair(__m256i low, __m256i high, bool has_high) {
-  return has_high ? _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1) : _mm512_zextsi256_si512(low);
-}
-inline __m512 scale_pair(float low, float high) {
-  return _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castps_si512(_mm512_set1_ps(low)),
-                                                _mm256_castps_si256(_mm256_set1_ps(high)), 1));
+// Q4_0, a group of four blocks per step in nibble order: lanes 4k..4k+3 hold block b + k's
+// sums. Four 16-byte loads fill a register with the group's nibbles; an AND gives the low
+// nibbles of all four blocks and a shift and an AND the high ones, each meeting its 64
+// activations in one vpdpbusd (the nibbles go in unsigned, as stored), the lanes starting from
+// their zero-point offsets. A group of `count` < 4 blocks (the row's end) reads only those.
+inline __m512 q4_0_group(const BlockQ4_0* blocks, int count, const QuantizedActivations& a, int64_t b, __m512 acc) {
+  const auto nibbles = [&](int k) {
+    return k < count ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[k].nibbles)) : _mm_setzero_si128();
+  };
+  __m512i group = _mm512_castsi128_si512(nibbles(0));
+  group = _mm512_inserti32x4(group, nibbles(1), 1);
+  group = _mm512_inserti32x4(group, nibbles(2), 2);
+  group = _mm512_inserti32x4(group, nibbles(3), 3);
+  const __m512i mask = _mm512_set1_epi8(0x0f);
+  const __m512i low = _mm512_and_si512(group, mask), high = _mm512_and_si512(_mm512_srli_epi16(group, 4), mask);
+  const int8_t* acts = a.nibble_order + b * kQuantBlock;
+  __m512i sums = _mm512_dpbusd_epi32(_mm512_loadu_si512(a.offsets_nibble + b * 4), low, _mm512_loadu_si512(acts));
+  sums = _mm512_dpbusd_epi32(sums, high, _mm512_loadu_si512(acts + 2 * kQuantBlock));
+  // The four FP16 scales, each four times: words 0, 9, 18, 27 of the group's first 64 bytes.
+  __m512 weight_scales;
+  if (count == 4) {
+    const __m512i lanes = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,  //
+                                           27, 27, 27, 27, 18, 18, 18, 18, 9, 9, 9, 9, 0, 0, 0, 0);
+    const __m512i head = _mm512_loadu_si512(blocks);
+    weight_scales = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(lanes, head)));
+  } else {
+    float four[4] = {};
+    for (int k = 0; k < count; ++k) four[k] = fp16_to_fp32(blocks[k].scale);
+    const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    weight_scales = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_loadu_ps(four)));
+  }
+  const __m512 scales = _mm512_mul_ps(weight_scales, _mm512_loadu_ps(a.scales_by_lane4 + b * 4));
+  return _mm512_fmadd_ps(scales, _mm512_cvtepi32_ps(sums), acc);
 }
 
-// Two blocks per 512-bit step: lanes 0-7 hold block b's partial sums, lanes 8-15 block b + 1.
-// Weights stored unsigned with a zero point of 8 (Q4_0's nibbles) go into dpbusd's unsigned
-// side as they are, and lane j loses 8 * (the sum of the 4 activations it multiplied), which
-// leaves it the same exact sum as the signed path's.
+// Two accumulators, for even and odd steps, so that a step need not wait on the last one's FMA.
 struct Avx512BlockDot {
   template <typename Row>
   static float run(const Row& w, const QuantizedActivations& a, int64_t cols) {
-    static_assert(Row::kZeroPoint == 0 || Row::kZeroPoint == 8, "one lane offset per 8 lanes");
     const int64_t blocks = cols / kQuantBlock;
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t b = 0; b < blocks; b += 2) {
-      const bool pair = b + 1 < blocks;
-      const int64_t b1 = pair ? b + 1 : b;  // the upper half's block (ignored when zeroed)
-      const __m512i acts = block_pair(load32_i8(a.blocks[b].q), load32_i8(a.blocks[b1].q), pair);
-      __m512i sums;
-      if constexpr (Row::kZeroPoint == 0) {
-        sums = block_pair_products(block_pair(w.weights(b), w.weights(b1), pair), acts);
-      } else {
-        // Past an odd last block the offsets are zero-padded, as the upper half's products are zero.
-        const __m512i offsets = _mm512_loadu_si512(a.zero_point_offsets + b * kQuantBlock / 4);
-        const __m512i products = _mm512_dpbusd_epi32(_mm512_setzero_si512(), block_pair(w.stored(b), w.stored(b1), pair), acts);
-        sums = _mm512_sub_epi32(products, offsets);
+    __m512 even = _mm512_setzero_ps(), odd = _mm512_setzero_ps();
+    int64_t b = 0;
+    if constexpr (std::is_same_v<Row, Q4_0Row>) {
+      for (; b + 8 <= blocks; b += 8) {
+        even = q4_0_group(w.blocks + b, 4, a, b, even);
+        odd = q4_0_group(w.blocks + b + 4, 4, a, b + 4, odd);
       }
-      const __m512 scales = scale_pair(w.scale(b) * a.scales[b], w.scale(b1) * a.scales[b1]);
-      acc = _mm512_fmadd_ps(scales, _mm512_cvtepi32_ps(sums), acc);
+      for (; b < blocks; b += 4) even = q4_0_group(w.blocks + b, blocks - b < 4 ? static_cast<int>(blocks - b) : 4, a, b, even);
+    } else {
+      for (; b + 4 <= blocks; b += 4) {
+        even = natural_pair(w, b, true, a, even);
+        odd = natural_pair(w, b + 2, true, a, odd);
+      }
+      for (; b < blocks; b += 2) even = natural_pair(w, b, b + 1 < blocks, a, even);
     }
-    return _mm512_reduce_add_ps(acc);
+    return _mm512_reduce_add_ps(_mm512_add_ps(even, odd));
   }
 };
 using Avx512IntegerKernels = IntegerRowKernels<Avx512BlockDot>;

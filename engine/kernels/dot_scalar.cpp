@@ -22,8 +22,8 @@ struct ScalarBlockDot {
     float sum = 0.0f;
     for (int64_t b = 0; b < cols / kQuantBlock; ++b) {
       int32_t block_sum = 0;
-      for (int64_t j = 0; j < kQuantBlock; ++j) block_sum += w.weight(b, j) * a.blocks[b].q[j];
-      sum += w.scale(b) * fp16_to_fp32(a.blocks[b].scale) * static_cast<float>(block_sum);
+      for (int64_t j = 0; j < kQuantBlock; ++j) block_sum += w.weight(b, j) * a.values[b * kQuantBlock + j];
+      sum += w.scale(b) * a.scales[b] * static_cast<float>(block_sum);
     }
     return sum;
   }

@@ -1,9 +1,8 @@
 // How the integer kernels see one weight row, whatever its format: block b's 32 weights (as
 // int32 one by one for the scalar reference, as 32 signed bytes in an AVX2 register for the
-// SIMD levels) and the scale that goes with them. One kernel per ISA level then serves every
-// integer format through IntegerRowKernels. A format whose weights are stored unsigned with a
-// zero point (Q4_0: nibble - 8) also offers them as stored, `stored(b)`, for the matvec kernels,
-// which multiply those as unsigned bytes and subtract zero point * sum(a) per block.
+// SIMD levels and the GEMM's packing) and the scale that goes with them. One kernel per ISA
+// level then serves every integer format through IntegerRowKernels; a level may give a format
+// a kernel of its own (Q4_0's matvecs read the nibbles as stored, dot.hpp says how).
 #pragma once
 #include <immintrin.h>
 
@@ -14,7 +13,6 @@ namespace cpullm {
 inline __m256i load32_i8(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
 struct Q8_0Row {
-  static constexpr int32_t kZeroPoint = 0;  // weights are stored signed
   const BlockQ8_0* blocks;
   static Q8_0Row from(const std::byte* row) { return {reinterpret_cast<const BlockQ8_0*>(row)}; }
   int32_t weight(int64_t b, int64_t j) const { return blocks[b].q[j]; }
@@ -30,20 +28,17 @@ struct Q4_0Row {
     const uint8_t byte = blocks[b].nibbles[j % (kQuantBlock / 2)];
     return int32_t{j < kQuantBlock / 2 ? byte & 0x0f : byte >> 4} - kZeroPoint;
   }
-  // The 32 nibbles, 0..15, in value order: the 16 bytes in both halves of a register (one
-  // load), the upper half shifted down a nibble, then masked: three operations where unpacking
-  // each half on its own and joining them took five.
-  __m256i stored(int64_t b) const {
+  // The 32 weights in value order: the 16 bytes in both halves of a register (one load), the
+  // upper half shifted down a nibble, masked, less the zero point.
+  __m256i weights(int64_t b) const {
     const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[b].nibbles)));
     const __m256i shifted = _mm256_blend_epi32(both, _mm256_srli_epi16(both, 4), 0xf0);
-    return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f));
+    return _mm256_sub_epi8(_mm256_and_si256(shifted, _mm256_set1_epi8(0x0f)), _mm256_set1_epi8(kZeroPoint));
   }
-  __m256i weights(int64_t b) const { return _mm256_sub_epi8(stored(b), _mm256_set1_epi8(kZeroPoint)); }
   float scale(int64_t b) const { return fp16_to_fp32(blocks[b].scale); }
 };
 
 struct Int8ChannelRow {
-  static constexpr int32_t kZeroPoint = 0;  // weights are stored signed
   float row_scale;       // one scale for the whole row
   const int8_t* values;  // (cols)
   static Int8ChannelRow from(const std::byte* row) { return {int8_channel_scale(row), int8_channel_values(row)}; }

@@ -19,32 +19,44 @@ const DotKernels& kernels_for(Isa isa) {
   return table_for_isa(isa, scalar_dot_kernels, avx2_dot_kernels, avx512_dot_kernels);
 }
 
-// Q4_0's zero-point offsets of one quantized block: 8 times the sums of its values four by four.
-void zero_point_offsets(const BlockQ8_0& block, int32_t* offsets) {
-  const __m256i values = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.q));
-  const __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), values);
-  const __m256i quads = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(offsets), _mm256_slli_epi32(quads, 3));
-}
-
-// x (cols) quantized to Q8_0 blocks, with each block's FP32 scale and zero-point offsets, in a
-// per-thread buffer reused from call to call: done once per input vector, however many rows and
-// matrices read it.
+// x (cols) quantized to Q8_0 blocks and laid out as dot.hpp's QuantizedActivations says, in
+// per-thread buffers reused from call to call: done once per input vector, however many rows
+// and matrices read it.
 const QuantizedActivations& quantize_activations(const float* x, int64_t cols) {
-  thread_local std::vector<BlockQ8_0> blocks;
-  thread_local std::vector<float> scales;
-  thread_local std::vector<int32_t> offsets;
+  constexpr int64_t kGroup = 4;  // blocks per nibble-order group
+  const int64_t blocks = cols / kQuantBlock, padded = (blocks + kGroup - 1) / kGroup * kGroup;
+  thread_local std::vector<BlockQ8_0> quantized;
+  thread_local std::vector<int8_t> values, nibble_order;
+  thread_local std::vector<float> scales, scales_by_lane8, scales_by_lane4;
+  thread_local std::vector<int32_t> offsets_natural, offsets_nibble;
   thread_local QuantizedActivations view;
-  const auto n = static_cast<std::size_t>(cols / kQuantBlock);
-  constexpr std::size_t kQuads = kQuantBlock / 4;
-  blocks.resize(n), scales.resize(n), offsets.resize((n + 1) * kQuads);
-  quantize_row_q8_0(x, blocks.data(), cols);  // vectorised: a libm roundf per value once took a quarter of a small matvec
-  for (std::size_t b = 0; b < n; ++b) {
-    scales[b] = fp16_to_fp32(blocks[b].scale);
-    zero_point_offsets(blocks[b], &offsets[b * kQuads]);
+  quantized.resize(static_cast<std::size_t>(blocks));
+  quantize_row_q8_0(x, quantized.data(), cols);  // vectorised: a libm roundf per value once took a quarter of a small matvec
+  const auto per_block = [padded](auto& v, int64_t n) { v.resize(static_cast<std::size_t>(padded * n)); };
+  per_block(values, kQuantBlock), per_block(nibble_order, kQuantBlock), per_block(scales, 1);
+  per_block(scales_by_lane8, 8), per_block(offsets_natural, 8), per_block(scales_by_lane4, 4), per_block(offsets_nibble, 4);
+  constexpr int64_t kHalf = kQuantBlock / 2;
+  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < padded; ++b) {
+    const bool real = b < blocks;  // the padding blocks are zeros with zero scales
+    const __m256i q = real ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quantized[b].q)) : _mm256_setzero_si256();
+    const float scale = real ? fp16_to_fp32(quantized[b].scale) : 0.0f;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(&values[b * kQuantBlock]), q);
+    int8_t* group = &nibble_order[b / kGroup * kGroup * kQuantBlock + b % kGroup * kHalf];
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(group), _mm256_castsi256_si128(q));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(group + kGroup * kHalf), _mm256_extracti128_si256(q, 1));
+    const __m256i quads = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);  // 8 sums of 4 values
+    const __m128i nibble_lanes = _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(&offsets_natural[b * 8]),
+                        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(quads, 7)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(&offsets_nibble[b * 4]),
+                     _mm_sub_epi32(_mm_setzero_si128(), _mm_slli_epi32(nibble_lanes, 3)));
+    scales[b] = scale;
+    _mm256_storeu_ps(&scales_by_lane8[b * 8], _mm256_set1_ps(scale));
+    _mm_storeu_ps(&scales_by_lane4[b * 4], _mm_set1_ps(scale));
   }
-  std::fill(offsets.end() - kQuads, offsets.end(), 0);  // one block's worth of zeros past the end
-  view = {blocks.data(), scales.data(), offsets.data()};
+  view = {values.data(), nibble_order.data(), scales.data(), scales_by_lane8.data(), scales_by_lane4.data(),
+          offsets_natural.data(), offsets_nibble.data()};
   return view;
 }
 

@@ -2,6 +2,8 @@
 // reference, the reference against double precision, and the small ops against formulas.
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -128,6 +130,39 @@ TEST(Matvec, SameResultForAnyThreadCount) {
   EXPECT_EQ(one, two);  // each row is one thread's sequential work: bitwise equal
 }
 
+// The kernels load several blocks at a time; a mapped weight file may end right after a
+// matrix, so none may read past its last byte. The matrix here ends at an inaccessible page:
+// a read past it would crash the test. Columns of 1, 3, 5 and 13 blocks end the row in each
+// partial step of the AVX2 pairs and the AVX-512 pairs and groups of four.
+TEST(Matvec, ReadsNothingPastTheMatrix) {
+  const long page = sysconf(_SC_PAGESIZE);
+  std::mt19937 rng(9);
+  for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+                        GgmlType::CPULLM_INT8_CHANNEL})
+    for (int64_t cols : {32, 96, 160, 416}) {
+      const Matrix m = random_matrix(type, 3, cols, rng);
+      const auto bytes = static_cast<long>(m.storage.size()), pages = (bytes + page - 1) / page;
+      auto* region = static_cast<std::byte*>(mmap(nullptr, (pages + 1) * page, PROT_READ | PROT_WRITE,
+                                                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+      ASSERT_NE(region, MAP_FAILED);
+      ASSERT_EQ(mprotect(region + pages * page, page, PROT_NONE), 0);
+      std::byte* data = region + pages * page - bytes;
+      std::memcpy(data, m.storage.data(), m.storage.size());
+      WeightMatrix w = m.view;
+      w.data = data;
+      std::vector<float> x(cols, 0.5f), reference(3), fast(3);
+      matvec_reference(reference.data(), w, x.data());
+      for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+        if (!cpu_supports(isa)) continue;
+        matvec(fast.data(), w, x.data(), isa);
+        for (int r = 0; r < 3; ++r)
+          EXPECT_NEAR(fast[r], reference[r], 1e-4 * (1 + std::abs(reference[r])))
+              << ggml_type_name(type) << " " << cols << " " << isa_name(isa);
+      }
+      munmap(region, (pages + 1) * page);
+    }
+}
+
 // A group mixes formats and sizes so that the threads' split of the concatenated rows falls
 // inside matrices and across their ends; each output must be matvec's, bit for bit.
 TEST(MatvecGroup, EqualsOneMatvecPerMatrixAtEveryIsaAndThreadCount) {
@@ -199,9 +234,9 @@ TEST(Matvec, Q4_0ExtremeNibblesAndActivationsMatchReference) {
 // quantize_row_q8_0's blocks bit for bit (llama.cpp's rounding, half away from zero). Seen
 // through rows that pick one activation each (weight 1, scale 1): y[j] is then exactly the
 // dequantized a[j] = scale * q[j], at every ISA. In Q8_0 the other weights are 0; in Q4_0 they
-// are nibbles of 8, so the SIMD kernels' zero-point offsets (8 * the sums of 4 activations) must
-// be exact too. The input has exact ties (+-0.5, +-2.5, +-126.5 in a block whose scale is 1), a
-// zero block, tiny values and an odd block count.
+// are nibbles of 8, so the SIMD kernels' zero-point offsets (dot.hpp) must be exact too. The
+// input has exact ties (+-0.5, +-2.5, +-126.5 in a block whose scale is 1), a zero block, tiny
+// values and an odd block count.
 TEST(Matvec, QuantizesActivationsAsQuantizeRowQ8_0) {
   const int64_t cols = 7 * kQuantBlock;
   std::vector<float> x(cols);
