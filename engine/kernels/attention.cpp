@@ -1,135 +1,199 @@
 #include "engine/kernels/attention.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "engine/kernels/ops.hpp"
+#include "engine/kernels/row_convert.hpp"
 #include "engine/util/error.hpp"
-#include "engine/util/half.hpp"
 
 namespace cpullm {
 namespace {
 
-// The cache's element types. Each kernel below is written once over `Element` and widens each
-// key or value to FP32 as it reads it (F16C and a shift vectorise inside the loops).
-struct Fp16Value { uint16_t bits; };
-struct Bf16Value { uint16_t bits; };
-inline float widen(float v) { return v; }
-inline float widen(Fp16Value v) { return fp16_to_fp32(v.bits); }
-inline float widen(Bf16Value v) { return bf16_to_fp32(v.bits); }
+// The tiled kernel works on a tile of keys and values widened to FP32 once per tile (not once
+// per query, as reading the cache's F16 element by element did), in columns of kChunk floats
+// held in four 8-float vectors (GCC's vector extension: AVX2 registers at the baseline) across
+// each inner loop. The keys are stored transposed, so a query's scores against kChunk keys take
+// four FMAs per element of head_dim: one broadcast of q[d] and contiguous loads.
+using Lanes = float __attribute__((vector_size(32)));
+constexpr int64_t kLanes = 8, kVectors = 4, kChunk = kLanes * kVectors;
+int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+inline Lanes load_lanes(const float* p) { Lanes v; std::memcpy(&v, p, sizeof v); return v; }
+inline void store_lanes(float* p, Lanes v) { std::memcpy(p, &v, sizeof v); }
 
-// Calls body(Element{}) with the element type of kv_type.
-template <typename Body>
-void with_kv_element(GgmlType kv_type, Body&& body) {
-  switch (kv_type) {
-    case GgmlType::F32: return body(float{});
-    case GgmlType::F16: return body(Fp16Value{});
-    case GgmlType::BF16: return body(Bf16Value{});
-    default: fail("a KV cache cannot hold {} values (f32, f16 or bf16)", ggml_type_name(kv_type));
+// out (width) += sum over k < n of coefficients[k] * rows[k, .]; rows (n, width), width a
+// multiple of kChunk. Both products of attention take this form: a query's scores are its
+// elements times the rows of the transposed keys, its output the probabilities times the value
+// rows. Even and odd k sum apart: eight chains of FMAs, not four, so none waits on the last's
+// latency.
+void accumulate_rows(float* out, const float* coefficients, const float* rows, int64_t n, int64_t width) {
+  for (int64_t c0 = 0; c0 < width; c0 += kChunk) {
+    Lanes even[kVectors], odd[kVectors] = {};
+    for (int64_t v = 0; v < kVectors; ++v) even[v] = load_lanes(out + c0 + v * kLanes);
+    int64_t k = 0;
+    for (; k + 2 <= n; k += 2) {
+      const Lanes first = Lanes{} + coefficients[k], second = Lanes{} + coefficients[k + 1];
+      const float* row = rows + k * width + c0;
+      for (int64_t v = 0; v < kVectors; ++v) {
+        even[v] += first * load_lanes(row + v * kLanes);
+        odd[v] += second * load_lanes(row + width + v * kLanes);
+      }
+    }
+    if (k < n)
+      for (int64_t v = 0; v < kVectors; ++v) even[v] += (Lanes{} + coefficients[k]) * load_lanes(rows + k * width + c0 + v * kLanes);
+    for (int64_t v = 0; v < kVectors; ++v) store_lanes(out + c0 + v * kLanes, even[v] + odd[v]);
   }
 }
 
-template <typename Element>
-void attention_one_query(float* out, const float* q, const Element* keys, const Element* values, int64_t n_positions,
-                         const AttentionShape& shape, float* scores) {
-  const int64_t kv_dim = shape.n_kv_heads * shape.head_dim;
+// e^x for x <= 0 (a score less the running maximum), within 2 ulp of std::exp, and 0 below
+// -87 (so for a masked key's -inf): Cephes' polynomial on x - n ln 2, times 2^n from its bits.
+// Branch-free, so a loop of them vectorises; std::exp per score cost more than the dot products.
+inline float exp_nonpositive(float x) {
+  const float clamped = std::max(x, -87.0f);
+  const float n = std::nearbyint(clamped * 1.44269504f);
+  float r = std::fma(n, -0.693359375f, clamped);
+  r = std::fma(n, 2.12194440e-4f, r);
+  float p = 1.9875691500e-4f;
+  for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
+    p = std::fma(p, r, c);
+  p = std::fma(p, r * r, r) + 1.0f;
+  const float two_to_n = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+  return x < -87.0f ? 0.0f : p * two_to_n;
+}
+
+// a . b over width floats, width a multiple of kChunk.
+inline float dot_lanes(const float* a, const float* b, int64_t width) {
+  Lanes sums[kVectors] = {};
+  for (int64_t i = 0; i < width; i += kChunk)
+    for (int64_t v = 0; v < kVectors; ++v) sums[v] += load_lanes(a + i + v * kLanes) * load_lanes(b + i + v * kLanes);
+  const Lanes total = (sums[0] + sums[1]) + (sums[2] + sums[3]);
+  float sum = 0.0f;
+  for (int64_t l = 0; l < kLanes; ++l) sum += total[l];
+  return sum;
+}
+
+// rows (n, width) = n consecutive cache rows' head at `offset`, widened to FP32; columns past
+// head_dim stay as they were (zero).
+void widen_rows(float* rows, const std::byte* cache, GgmlType kv_type, int64_t row_size, int64_t offset, int64_t n,
+                int64_t head_dim, int64_t width) {
+  for (int64_t j = 0; j < n; ++j) decode_row(kv_type, cache + j * row_size + offset, rows + j * width, head_dim);
+}
+
+// One query (decode): per head, the scores against every cached key, a softmax, and the
+// weighted sum of the values, a tile of cache rows widened to FP32 at a time.
+void attention_one_query(float* out, const float* q, const void* keys, const void* values, GgmlType kv_type,
+                         int64_t n_positions, const AttentionShape& shape, float* scores) {
+  const int64_t kv_dim = shape.n_kv_heads * shape.head_dim, hd = shape.head_dim;
   const int64_t group = shape.n_heads / shape.n_kv_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
-#pragma omp parallel for schedule(static)
-  for (int64_t h = 0; h < shape.n_heads; ++h) {
-    const float* q_head = q + h * shape.head_dim;
-    const int64_t kv_offset = (h / group) * shape.head_dim;
-    float* head_scores = scores + h * n_positions;
-    for (int64_t t = 0; t < n_positions; ++t) {
-      const Element* k = keys + t * kv_dim + kv_offset;
-      float dot = 0.0f;
-      for (int64_t i = 0; i < shape.head_dim; ++i) dot += q_head[i] * widen(k[i]);
-      head_scores[t] = dot * scale;
-    }
-    softmax(head_scores, n_positions);
-    float* out_head = out + h * shape.head_dim;
-    for (int64_t i = 0; i < shape.head_dim; ++i) out_head[i] = 0.0f;
-    for (int64_t t = 0; t < n_positions; ++t) {
-      const Element* v = values + t * kv_dim + kv_offset;
-      const float weight = head_scores[t];
-      for (int64_t i = 0; i < shape.head_dim; ++i) out_head[i] += weight * widen(v[i]);
-    }
-  }
-}
-
-template <typename Element>
-void attention_tiles(float* out, const float* q, int64_t first_position, int64_t n_queries, const Element* keys,
-                     const Element* values, const AttentionShape& shape, const AttentionTiles& tiles) {
-  const int64_t dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
-  const int64_t group = shape.n_heads / shape.n_kv_heads, hd = shape.head_dim;
+  const int64_t row_size = row_bytes(kv_type, kv_dim), head_size = row_bytes(kv_type, hd);
+  const int64_t width = round_up(hd, kChunk);
+  constexpr int64_t kRows = 64;  // cache rows widened at a time
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int64_t query_tiles = (n_queries + tiles.queries - 1) / tiles.queries;
 #pragma omp parallel
   {
-    std::vector<float> scores(tiles.queries * tiles.keys);  // (query tile, key tile)
+    std::vector<float> rows(kRows * width, 0.0f), query(width, 0.0f), sums(width);
+#pragma omp for schedule(static)
+    for (int64_t h = 0; h < shape.n_heads; ++h) {
+      const int64_t kv_offset = (h / group) * head_size;
+      float* head_scores = scores + h * n_positions;
+      std::copy_n(q + h * hd, hd, query.begin());
+      for (int64_t t0 = 0; t0 < n_positions; t0 += kRows) {
+        const int64_t n = std::min(kRows, n_positions - t0);
+        widen_rows(rows.data(), static_cast<const std::byte*>(keys) + t0 * row_size, kv_type, row_size, kv_offset, n, hd, width);
+        for (int64_t j = 0; j < n; ++j) head_scores[t0 + j] = dot_lanes(query.data(), &rows[j * width], width) * scale;
+      }
+      softmax(head_scores, n_positions);
+      std::fill(sums.begin(), sums.end(), 0.0f);
+      for (int64_t t0 = 0; t0 < n_positions; t0 += kRows) {
+        const int64_t n = std::min(kRows, n_positions - t0);
+        widen_rows(rows.data(), static_cast<const std::byte*>(values) + t0 * row_size, kv_type, row_size, kv_offset, n, hd, width);
+        accumulate_rows(sums.data(), head_scores + t0, rows.data(), n, width);
+      }
+      std::copy_n(sums.begin(), hd, out + h * hd);
+    }
+  }
+}
+
+void attention_tiles(float* out, const float* q, int64_t first_position, int64_t n_queries, const void* keys,
+                     const void* values, GgmlType kv_type, const AttentionShape& shape, const AttentionTiles& tiles) {
+  const int64_t dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
+  const int64_t group = shape.n_heads / shape.n_kv_heads, hd = shape.head_dim;
+  const int64_t row_size = row_bytes(kv_type, kv_dim), head_size = row_bytes(kv_type, hd);
+  const auto* key_rows = static_cast<const std::byte*>(keys);
+  const auto* value_rows = static_cast<const std::byte*>(values);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int64_t query_tiles = (n_queries + tiles.queries - 1) / tiles.queries;
+  const int64_t key_width = round_up(tiles.keys, kChunk), value_width = round_up(hd, kChunk);
+#pragma omp parallel
+  {
+    // Columns past a tile's keys are never read; padding columns of the values stay zero.
+    std::vector<float> keys_t(hd * key_width);                  // (head_dim, key tile) transposed
+    std::vector<float> value_tile(key_width * value_width, 0);  // (key tile, head_dim)
+    std::vector<float> key_row(hd), scaled_query(hd);
+    std::vector<float> scores(tiles.queries * key_width);       // (query tile, key tile)
     std::vector<float> running_max(tiles.queries), running_sum(tiles.queries);
-    std::vector<float> acc(tiles.queries * hd);             // (query tile, head_dim) unnormalised output
+    std::vector<float> acc(tiles.queries * value_width);        // (query tile, head_dim) unnormalised output
 #pragma omp for collapse(2) schedule(static)
     for (int64_t h = 0; h < shape.n_heads; ++h)
       for (int64_t qt = 0; qt < query_tiles; ++qt) {
         const int64_t q0 = qt * tiles.queries, nq = std::min(tiles.queries, n_queries - q0);
-        const int64_t kv_offset = (h / group) * hd;
+        const int64_t kv_offset = (h / group) * head_size;
         std::fill(running_max.begin(), running_max.end(), -INFINITY);
         std::fill(running_sum.begin(), running_sum.end(), 0.0f);
         std::fill(acc.begin(), acc.end(), 0.0f);
         const int64_t last_key = first_position + q0 + nq;  // keys [0, last_key) can be seen by this tile
         for (int64_t k0 = 0; k0 < last_key; k0 += tiles.keys) {
           const int64_t nk = std::min(tiles.keys, last_key - k0);
+          for (int64_t j = 0; j < nk; ++j) {
+            decode_row(kv_type, key_rows + (k0 + j) * row_size + kv_offset, key_row.data(), hd);
+            for (int64_t d = 0; d < hd; ++d) keys_t[d * key_width + j] = key_row[d];
+          }
+          widen_rows(value_tile.data(), value_rows + k0 * row_size, kv_type, row_size, kv_offset, nk, hd, value_width);
           for (int64_t i = 0; i < nq; ++i) {
-            const float* qi = q + (q0 + i) * dim + h * hd;
-            const int64_t position = first_position + q0 + i;
+            const int64_t visible = std::min(nk, first_position + q0 + i - k0 + 1);  // causal: later keys are masked
+            if (visible <= 0) continue;  // the whole tile lies after this query
+            float* s = &scores[i * key_width];
+            for (int64_t d = 0; d < hd; ++d) scaled_query[d] = q[(q0 + i) * dim + h * hd + d] * scale;
+            std::fill_n(s, key_width, 0.0f);
+            accumulate_rows(s, scaled_query.data(), keys_t.data(), hd, key_width);
             float tile_max = -INFINITY;
-            for (int64_t j = 0; j < nk; ++j) {
-              float s = -INFINITY;  // causal: a key after the query is masked out
-              if (k0 + j <= position) {
-                const Element* kj = keys + (k0 + j) * kv_dim + kv_offset;
-                float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-                for (int64_t d = 0; d < hd; ++d) dot += qi[d] * widen(kj[d]);
-                s = dot * scale;
-              }
-              scores[i * tiles.keys + j] = s;
-              tile_max = std::max(tile_max, s);
-            }
-            if (tile_max == -INFINITY) continue;  // the whole tile lies after this query
+            for (int64_t j = 0; j < visible; ++j) tile_max = std::max(tile_max, s[j]);
             // Online softmax: rescale what was summed under the old maximum to the new one.
             const float new_max = std::max(running_max[i], tile_max);
             const float correction = std::exp(running_max[i] - new_max);
-            running_sum[i] *= correction;
-            float* acc_i = acc.data() + i * hd;
-            for (int64_t d = 0; d < hd; ++d) acc_i[d] *= correction;
-            for (int64_t j = 0; j < nk; ++j) {
-              const float p = std::exp(scores[i * tiles.keys + j] - new_max);  // 0 for masked keys
-              if (p == 0.0f) continue;
-              running_sum[i] += p;
-              const Element* vj = values + (k0 + j) * kv_dim + kv_offset;
-              for (int64_t d = 0; d < hd; ++d) acc_i[d] += p * widen(vj[d]);
+            float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+            for (int64_t j = 0; j < visible; ++j) {
+              s[j] = exp_nonpositive(s[j] - new_max);
+              sum += s[j];
             }
+            running_sum[i] = running_sum[i] * correction + sum;
             running_max[i] = new_max;
+            float* acc_i = &acc[i * value_width];
+            for (int64_t d = 0; d < hd; ++d) acc_i[d] *= correction;
+            accumulate_rows(acc_i, s, value_tile.data(), visible, value_width);
           }
         }
         for (int64_t i = 0; i < nq; ++i)
-          for (int64_t d = 0; d < hd; ++d) out[(q0 + i) * dim + h * hd + d] = acc[i * hd + d] / running_sum[i];
+          for (int64_t d = 0; d < hd; ++d) out[(q0 + i) * dim + h * hd + d] = acc[i * value_width + d] / running_sum[i];
       }
   }
+}
+
+void require_kv_type(GgmlType kv_type) {
+  if (!kv_type_supported(kv_type)) fail("a KV cache cannot hold {} values (f32, f16 or bf16)", ggml_type_name(kv_type));
 }
 
 }  // namespace
 
 void attention(float* out, const float* q, const void* keys, const void* values, GgmlType kv_type,
                int64_t n_positions, const AttentionShape& shape, float* scores) {
-  with_kv_element(kv_type, [&](auto element) {
-    using Element = decltype(element);
-    attention_one_query(out, q, static_cast<const Element*>(keys), static_cast<const Element*>(values), n_positions,
-                        shape, scores);
-  });
+  require_kv_type(kv_type);
+  attention_one_query(out, q, keys, values, kv_type, n_positions, shape, scores);
 }
 
 void attention(float* out, const float* q, const float* keys, const float* values, int64_t n_positions,
@@ -139,11 +203,8 @@ void attention(float* out, const float* q, const float* keys, const float* value
 
 void attention_tiled(float* out, const float* q, int64_t first_position, int64_t n_queries, const void* keys,
                      const void* values, GgmlType kv_type, const AttentionShape& shape, const AttentionTiles& tiles) {
-  with_kv_element(kv_type, [&](auto element) {
-    using Element = decltype(element);
-    attention_tiles(out, q, first_position, n_queries, static_cast<const Element*>(keys),
-                    static_cast<const Element*>(values), shape, tiles);
-  });
+  require_kv_type(kv_type);
+  attention_tiles(out, q, first_position, n_queries, keys, values, kv_type, shape, tiles);
 }
 
 void attention_tiled(float* out, const float* q, int64_t first_position, int64_t n_queries, const float* keys,

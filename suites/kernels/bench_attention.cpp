@@ -1,12 +1,14 @@
 // Prefill attention per tile size: 512 queries (a prompt chunk) at the end of a 512- and a
-// 2048-position context, LLaMA-7B's head layout (32 heads of 64), against the plain kernel run
+// 2048-position context, LLaMA-7B's head layout (32 heads of 128), against the plain kernel run
 // query by query. FLOP/s counts 4 * head_dim per (query, visible key, head): q.k and p.v.
 #include <benchmark/benchmark.h>
 
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/kernels/attention.hpp"
+#include "engine/kernels/row_convert.hpp"
 
 namespace {
 
@@ -17,17 +19,23 @@ constexpr AttentionShape kShape{32, 32, 128};  // LLaMA-7B: 32 heads of 128
 constexpr int64_t kQueries = 512;
 
 struct Inputs {
-  std::vector<float> q, keys, values, out;
+  std::vector<float> q, out;
+  std::vector<std::byte> keys, values;  // (sequence, dim) in the cache's type
 };
 
-Inputs random_inputs(int64_t sequence) {
-  const int64_t dim = kShape.n_heads * kShape.head_dim;
+Inputs random_inputs(int64_t sequence, cpullm::GgmlType kv_type) {
+  const int64_t dim = kShape.n_heads * kShape.head_dim, row_size = cpullm::row_bytes(kv_type, dim);
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  Inputs in{std::vector<float>(kQueries * dim), std::vector<float>(sequence * dim), std::vector<float>(sequence * dim),
-            std::vector<float>(kQueries * dim)};
-  for (auto* v : {&in.q, &in.keys, &in.values})
-    for (float& x : *v) x = dist(rng);
+  Inputs in{std::vector<float>(kQueries * dim), std::vector<float>(kQueries * dim),
+            std::vector<std::byte>(sequence * row_size), std::vector<std::byte>(sequence * row_size)};
+  for (float& x : in.q) x = dist(rng);
+  std::vector<float> row(dim);
+  for (auto* cache : {&in.keys, &in.values})
+    for (int64_t t = 0; t < sequence; ++t) {
+      for (float& x : row) x = dist(rng);
+      cpullm::encode_row(kv_type, row.data(), cache->data() + t * row_size, dim);
+    }
   return in;
 }
 
@@ -38,32 +46,36 @@ double attention_flops(int64_t sequence) {
   return pairs * kShape.n_heads * 4.0 * kShape.head_dim;
 }
 
-// Arguments: context length, query tile, key tile (0 x 0: the plain kernel, query by query).
+// Arguments: context length, query tile, key tile (0 x 0: the plain kernel, query by query), the
+// cache's type (F32, or F16 as the seed workload keeps it).
 void BM_Attention(benchmark::State& state) {
   const int64_t sequence = state.range(0);
   const AttentionTiles tiles{state.range(1), state.range(2)};
-  Inputs in = random_inputs(sequence);
+  const auto kv_type = static_cast<cpullm::GgmlType>(state.range(3));
+  Inputs in = random_inputs(sequence, kv_type);
   const int64_t dim = kShape.n_heads * kShape.head_dim, first = sequence - kQueries;
   std::vector<float> scores(kShape.n_heads * sequence);
   for (auto _ : state) {
     if (tiles.queries == 0) {
       for (int64_t i = 0; i < kQueries; ++i)
-        cpullm::attention(in.out.data() + i * dim, in.q.data() + i * dim, in.keys.data(), in.values.data(),
+        cpullm::attention(in.out.data() + i * dim, in.q.data() + i * dim, in.keys.data(), in.values.data(), kv_type,
                           first + i + 1, kShape, scores.data());
     } else {
-      cpullm::attention_tiled(in.out.data(), in.q.data(), first, kQueries, in.keys.data(), in.values.data(), kShape,
-                              tiles);
+      cpullm::attention_tiled(in.out.data(), in.q.data(), first, kQueries, in.keys.data(), in.values.data(), kv_type,
+                              kShape, tiles);
     }
     benchmark::DoNotOptimize(in.out.data());
   }
   state.counters["FLOP/s"] = benchmark::Counter(attention_flops(sequence), benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(tiles.queries == 0 ? "plain" : std::to_string(tiles.queries) + "x" + std::to_string(tiles.keys));
+  state.SetLabel((tiles.queries == 0 ? "plain" : std::to_string(tiles.queries) + "x" + std::to_string(tiles.keys)) +
+                 " " + std::string(cpullm::ggml_type_name(kv_type)) + " cache");
 }
 
 void Cases(benchmark::internal::Benchmark* b) {
   for (int64_t sequence : {512, 2048})
     for (auto [q, k] : {std::pair{0, 0}, {1, 64}, {8, 8}, {16, 16}, {32, 32}, {16, 64}, {64, 64}, {128, 128}})
-      b->Args({sequence, q, k});
+      for (auto kv_type : {cpullm::GgmlType::F32, cpullm::GgmlType::F16})
+        b->Args({sequence, q, k, static_cast<int64_t>(kv_type)});
 }
 
 BENCHMARK(BM_Attention)->Name("attention")->Apply(Cases)->UseRealTime()->Unit(benchmark::kMillisecond);

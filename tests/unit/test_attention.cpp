@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/kernels/attention.hpp"
+#include "engine/kernels/row_convert.hpp"
 #include "engine/util/error.hpp"
 
 namespace cpullm {
@@ -17,13 +18,26 @@ struct Case {
   int64_t sequence;       // cached positions after the queries ran
   int64_t queries;        // how many of the last positions are queries
   AttentionTiles tiles;
+  int64_t head_dim = 64;
+  GgmlType kv_type = GgmlType::F32;
 };
+
+// The cache as kv_type stores it (rows of kv_dim values), and its values widened back.
+std::vector<std::byte> encode_cache(GgmlType type, std::vector<float>& values, int64_t rows, int64_t kv_dim) {
+  const int64_t row_size = row_bytes(type, kv_dim);
+  std::vector<std::byte> cache(rows * row_size);
+  for (int64_t r = 0; r < rows; ++r) {
+    encode_row(type, &values[r * kv_dim], &cache[r * row_size], kv_dim);
+    decode_row(type, &cache[r * row_size], &values[r * kv_dim], kv_dim);
+  }
+  return cache;
+}
 
 class TiledAttention : public ::testing::TestWithParam<Case> {};
 
 TEST_P(TiledAttention, MatchesPlainAttention) {
   const Case c = GetParam();
-  const AttentionShape shape{8, 2, 64};  // grouped-query: 4 query heads per KV head
+  const AttentionShape shape{8, 2, c.head_dim};  // grouped-query: 4 query heads per KV head
   const int64_t dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
   const int64_t first = c.sequence - c.queries;
   std::mt19937 rng(static_cast<unsigned>(c.sequence + c.tiles.queries * 131 + c.tiles.keys));
@@ -34,11 +48,16 @@ TEST_P(TiledAttention, MatchesPlainAttention) {
   for (float& v : keys) v = normal(rng);
   for (float& v : values) v = uniform(rng);
 
+  const std::vector<std::byte> key_cache = encode_cache(c.kv_type, keys, c.sequence, kv_dim);
+  const std::vector<std::byte> value_cache = encode_cache(c.kv_type, values, c.sequence, kv_dim);
+
   std::vector<float> tiled(c.queries * dim);
-  attention_tiled(tiled.data(), q.data(), first, c.queries, keys.data(), values.data(), shape, c.tiles);
+  attention_tiled(tiled.data(), q.data(), first, c.queries, key_cache.data(), value_cache.data(), c.kv_type, shape,
+                  c.tiles);
   std::vector<float> plain(dim), scores(shape.n_heads * c.sequence);
   for (int64_t i = 0; i < c.queries; ++i) {
-    attention(plain.data(), q.data() + i * dim, keys.data(), values.data(), first + i + 1, shape, scores.data());
+    attention(plain.data(), q.data() + i * dim, key_cache.data(), value_cache.data(), c.kv_type, first + i + 1, shape,
+              scores.data());
     for (int64_t d = 0; d < dim; ++d)
       ASSERT_NEAR(tiled[i * dim + d], plain[d], 2e-5) << "query " << first + i << " element " << d;
   }
@@ -51,13 +70,19 @@ std::vector<Case> cases() {
     out.push_back({512, 512, tiles});   // a 512-token prompt from position 0
     out.push_back({2048, 96, tiles});   // the last chunk of a 2048-token context
   }
+  // The cache's other types, and head sizes off the kernels' 32-float columns (stories260K's 8).
+  out.push_back({512, 512, {64, 64}, 64, GgmlType::F16});
+  out.push_back({2048, 96, {7, 13}, 64, GgmlType::BF16});
+  out.push_back({300, 300, {16, 64}, 48, GgmlType::F16});
+  out.push_back({200, 200, {64, 64}, 8, GgmlType::F32});
   return out;
 }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return "seq" + std::to_string(c.sequence) + "_q" + std::to_string(c.queries) + "_tile" +
-         std::to_string(c.tiles.queries) + "x" + std::to_string(c.tiles.keys);
+         std::to_string(c.tiles.queries) + "x" + std::to_string(c.tiles.keys) + "_hd" + std::to_string(c.head_dim) + "_" +
+         std::string(ggml_type_name(c.kv_type));
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, TiledAttention, ::testing::ValuesIn(cases()), case_name);

@@ -354,31 +354,48 @@ TEST(Ops, SwigluIsSiluTimesUp) {
   EXPECT_NEAR(gate[2], 3 / (1 + std::exp(-3.0)) * -2, 1e-5);
 }
 
+// Decode attention against a double-precision loop over the cache's widened values: head sizes
+// on and off the kernel's 32-float columns, positions past its 64-row tiles, every cache type.
 TEST(Attention, GroupedQueryMatchesNaiveDouble) {
-  const AttentionShape shape{8, 2, 4};
-  const int64_t positions = 11, kv_dim = shape.n_kv_heads * shape.head_dim;
-  std::mt19937 rng(9);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<float> q(shape.n_heads * shape.head_dim), keys(positions * kv_dim), values(positions * kv_dim);
-  for (auto* v : {&q, &keys, &values})
-    for (float& x : *v) x = dist(rng);
-  std::vector<float> out(q.size()), scores(shape.n_heads * positions);
-  attention(out.data(), q.data(), keys.data(), values.data(), positions, shape, scores.data());
+  struct Config {
+    int64_t head_dim, positions;
+    GgmlType kv_type;
+  };
+  for (const Config config : {Config{4, 11, GgmlType::F32}, Config{48, 100, GgmlType::F16}, Config{128, 70, GgmlType::BF16}}) {
+    const AttentionShape shape{8, 2, config.head_dim};
+    const int64_t positions = config.positions, kv_dim = shape.n_kv_heads * shape.head_dim;
+    std::mt19937 rng(9);
+    std::uniform_real_distribution<float> dist(-1, 1);
+    std::vector<float> q(shape.n_heads * shape.head_dim), keys(positions * kv_dim), values(positions * kv_dim);
+    for (auto* v : {&q, &keys, &values})
+      for (float& x : *v) x = dist(rng);
+    const int64_t row_size = row_bytes(config.kv_type, kv_dim);
+    std::vector<std::byte> key_cache(positions * row_size), value_cache(positions * row_size);
+    for (int64_t t = 0; t < positions; ++t)  // the cache's values, and the widened ones the reference reads
+      for (auto [v, cache] : {std::pair{&keys, &key_cache}, std::pair{&values, &value_cache}}) {
+        encode_row(config.kv_type, &(*v)[t * kv_dim], &(*cache)[t * row_size], kv_dim);
+        decode_row(config.kv_type, &(*cache)[t * row_size], &(*v)[t * kv_dim], kv_dim);
+      }
+    std::vector<float> out(q.size()), scores(shape.n_heads * positions);
+    attention(out.data(), q.data(), key_cache.data(), value_cache.data(), config.kv_type, positions, shape, scores.data());
 
-  for (int64_t h = 0; h < shape.n_heads; ++h) {
-    const int64_t kv = h / (shape.n_heads / shape.n_kv_heads);  // heads 0-3 read kv 0, 4-7 kv 1
-    std::vector<double> p(positions);
-    double total = 0;
-    for (int64_t t = 0; t < positions; ++t) {
-      double dot = 0;
-      for (int64_t i = 0; i < shape.head_dim; ++i) dot += q[h * shape.head_dim + i] * keys[t * kv_dim + kv * shape.head_dim + i];
-      p[t] = std::exp(dot / std::sqrt(static_cast<double>(shape.head_dim)));
-      total += p[t];
-    }
-    for (int64_t i = 0; i < shape.head_dim; ++i) {
-      double expected = 0;
-      for (int64_t t = 0; t < positions; ++t) expected += p[t] / total * values[t * kv_dim + kv * shape.head_dim + i];
-      EXPECT_NEAR(out[h * shape.head_dim + i], expected, 1e-5) << "head " << h;
+    for (int64_t h = 0; h < shape.n_heads; ++h) {
+      const int64_t kv = h / (shape.n_heads / shape.n_kv_heads);  // heads 0-3 read kv 0, 4-7 kv 1
+      std::vector<double> p(positions);
+      double total = 0;
+      for (int64_t t = 0; t < positions; ++t) {
+        double dot = 0;
+        for (int64_t i = 0; i < shape.head_dim; ++i)
+          dot += q[h * shape.head_dim + i] * keys[t * kv_dim + kv * shape.head_dim + i];
+        p[t] = std::exp(dot / std::sqrt(static_cast<double>(shape.head_dim)));
+        total += p[t];
+      }
+      for (int64_t i = 0; i < shape.head_dim; ++i) {
+        double expected = 0;
+        for (int64_t t = 0; t < positions; ++t) expected += p[t] / total * values[t * kv_dim + kv * shape.head_dim + i];
+        EXPECT_NEAR(out[h * shape.head_dim + i], expected, 1e-5)
+            << "head " << h << ", head_dim " << config.head_dim << ", " << ggml_type_name(config.kv_type);
+      }
     }
   }
 }
