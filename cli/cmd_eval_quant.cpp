@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli/commands.hpp"
+#include "engine/runtime/topology.hpp"
 #include "engine/eval/quant_eval.hpp"
 #include "engine/util/error.hpp"
 
@@ -36,6 +37,7 @@ std::string read_text(const std::string& path) {
 void run_eval_quant(const EvalQuantCliOptions& o) {
   apply_threads(o.threads);
   apply_isa(o.isa);
+  apply_cache_sizes(detect_topology());
   const std::string text = o.text_path.empty() ? std::string(default_eval_text()) : read_text(o.text_path);
   QuantEvalOptions options{o.formats, o.keep, o.window, o.files_dir};
   const bool temporary = options.work_dir.empty();

@@ -70,6 +70,7 @@ void run_generate(const GenerateOptions& o) {
   const std::shared_ptr<TensorParallel> parallel = start_tensor_parallel(o.numa);
   apply_threads(o.threads);
   apply_isa(o.isa);
+  apply_cache_sizes(detect_topology());
   if (o.binding.given()) bind_threads(o.binding, o.threads);
   const auto load_start = Clock::now();
   const AttentionTiles tiles = parse_attention_tiles(o.attention_tiles);

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/commands.hpp"
+#include "engine/runtime/topology.hpp"
 #include "engine/model/model.hpp"
 #include "engine/tokenizer/tokenizer.hpp"
 #include "engine/util/error.hpp"
@@ -22,6 +23,7 @@ struct LogitsOptions {
 void run_logits(const LogitsOptions& o) {
   apply_threads(o.threads);
   apply_isa(o.isa);
+  apply_cache_sizes(detect_topology());
   // Tokenize first so the KV cache is sized to the prompt (the second mapping shares pages).
   const std::vector<int32_t> prompt = Tokenizer::from_gguf(GgufFile(o.model_path)).encode(o.prompt, true);
   Model model(o.model_path, static_cast<int64_t>(prompt.size()));

@@ -56,10 +56,14 @@ struct Phase {
 
 // The roofs this run is compared with: from a hardware profile where it has the figures, else
 // measured now. `isa` is the kernels' level: the compute roof at their vector width.
+HardwareProfile load_profile(const std::string& hardware) {
+  return read_hardware_profile(find_hardware_profile(hardware, {CPULLM_PROFILES_DIR}));
+}
+
 Roofs find_roofs(const std::string& hardware, Isa isa) {
   Roofs roofs;
   if (!hardware.empty()) {
-    const HardwareProfile profile = read_hardware_profile(find_hardware_profile(hardware, {CPULLM_PROFILES_DIR}));
+    const HardwareProfile profile = load_profile(hardware);
     const Topology topology = profile_topology(profile);
     const Figure& bandwidth = profile.memory_bandwidth_measured_gbs.value ? profile.memory_bandwidth_measured_gbs
                                                                           : profile.memory_bandwidth_gbs;
@@ -263,6 +267,9 @@ void run_overhead(const ProfileOptions& o, Model& model, const std::vector<int32
 void run_profile(const ProfileOptions& o) {
   apply_threads(o.threads);
   apply_isa(o.isa);
+  // Under --hardware the GEMM blocks for the profile's caches, as on that box.
+  const std::string blocking =
+      apply_cache_sizes(o.hardware.empty() ? detect_topology() : profile_topology(load_profile(o.hardware)));
   // Counters first: they are opened on each OpenMP thread, which must be the threads the
   // kernels then use.
   std::unique_ptr<PerfCounters> counters;
@@ -308,6 +315,7 @@ void run_profile(const ProfileOptions& o) {
         {"roofs",
          {{"memory_bytes_per_s", roofs.bytes_per_s}, {"memory_source", roofs.memory_source},
           {"flops_per_s", roofs.flops_per_s}, {"compute_source", roofs.compute_source}, {"ridge", roofs.ridge()}}},
+        {"gemm_blocking", blocking},
         {"counters",
          {{"available", counters ? counters->names() : std::vector<std::string>{}},
           {"unavailable", unavailable},
@@ -323,6 +331,7 @@ void run_profile(const ProfileOptions& o) {
   std::printf("roofs: memory %.1f GB/s (%s)\n       compute %.1f GFLOP/s (%s)\n       ridge %.1f FLOP/byte\n",
               roofs.bytes_per_s * 1e-9, roofs.memory_source.c_str(), roofs.flops_per_s * 1e-9,
               roofs.compute_source.c_str(), roofs.ridge());
+  std::printf("%s\n", blocking.c_str());
   std::printf("counters: %s\n%s\nenergy: %s\n", counter_text.c_str(), likwid.c_str(), energy_text.c_str());
   for (const Phase& phase : phases) print_phase(phase, roofs);
 }

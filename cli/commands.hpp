@@ -29,6 +29,9 @@ void apply_threads(int threads);
 // CPULLM_ISA environment variable or, without it, the best level the CPU has.
 void add_isa_option(CLI::App& command, std::string& isa);
 void apply_isa(const std::string& isa);
+// Sizes the GEMM's cache blocking to the per-core L2 of `topology` (where hwloc reports one) and
+// returns a line saying what it used, for the run's output.
+std::string apply_cache_sizes(const Topology& topology);
 
 // --bind, --cpuset, --housekeeping: how threads are laid over the CPUs (see engine/runtime).
 struct BindingOptions {

@@ -4,10 +4,15 @@
 
 #include <cstdio>
 #include <new>
+#include <string>
 
 #include "cli/commands.hpp"
 #include "cli/python_command.hpp"
+#include <fmt/format.h>
+
 #include "engine/kernels/isa.hpp"
+#include "engine/kernels/matmul.hpp"
+#include "engine/runtime/topology.hpp"
 #include "engine/util/error.hpp"
 
 namespace cpullm::cli {
@@ -26,6 +31,16 @@ void add_isa_option(CLI::App& command, std::string& isa) {
 
 void apply_isa(const std::string& isa) {
   if (!isa.empty()) force_isa(parse_isa(isa));
+}
+
+std::string apply_cache_sizes(const Topology& topology) {
+  for (const CacheLevel& cache : topology.caches)
+    if (cache.name == "L2" && cache.size_bytes > 0) {
+      set_l2_cache_bytes(static_cast<int64_t>(cache.size_bytes));
+      return fmt::format("GEMM blocked for an L2 of {} KiB per core ({})", cache.size_bytes / 1024, topology.source);
+    }
+  return fmt::format("GEMM blocked for an L2 of {} KiB per core (sysconf: {} reports no L2)", l2_cache_bytes() / 1024,
+                     topology.source);
 }
 
 void add_binding_options(CLI::App& command, BindingOptions& binding) {

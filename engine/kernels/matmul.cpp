@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <new>
 #include <vector>
 
@@ -115,9 +116,19 @@ void integer_gemm(const GemmKernels& k, float* y, int64_t y_stride, const Weight
 
 }  // namespace
 
-int64_t l2_cache_bytes() {
+namespace {
+int64_t l2_from_sysconf() {
   const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
   return l2 > 0 ? l2 : 256 * 1024;
+}
+std::atomic<int64_t> l2_bytes_in_use{l2_from_sysconf()};
+}  // namespace
+
+int64_t l2_cache_bytes() { return l2_bytes_in_use.load(std::memory_order_relaxed); }
+
+void set_l2_cache_bytes(int64_t bytes) {
+  if (bytes < 4096 || bytes > (int64_t{1} << 30)) fail("an L2 cache of {} bytes is outside 4 KiB to 1 GiB", bytes);
+  l2_bytes_in_use.store(bytes, std::memory_order_relaxed);
 }
 
 const GemmKernels& gemm_kernels(Isa isa) {

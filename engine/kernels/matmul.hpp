@@ -28,7 +28,10 @@ void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, i
 void matmul_reference(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride,
                       int64_t tokens);
 
-// The per-core L2 the blocking is sized to, from sysconf (256 KiB where it says 0).
+// The per-core L2 the blocking is sized to: set_l2_cache_bytes's, else sysconf's (256 KiB where
+// it says 0). The CLI sets it from the topology the run stands for: hwloc's view of this
+// machine, or a hardware profile's emulated box (`profile --hardware`).
 int64_t l2_cache_bytes();
+void set_l2_cache_bytes(int64_t bytes);
 
 }  // namespace cpullm

@@ -13,6 +13,7 @@
 #include "engine/kernels/row_convert.hpp"
 #include "engine/model/model.hpp"
 #include "engine/quant/quantize_model.hpp"
+#include "engine/util/error.hpp"
 #include "engine/synthetic/synthetic_model.hpp"
 #include "tests/unit/test_support.hpp"
 
@@ -139,6 +140,27 @@ TEST(Matmul, SameResultForAnyThreadCount) {
     omp_set_num_threads(threads);
     EXPECT_EQ(one, two) << ggml_type_name(type);  // the passes over the columns do not depend on the threads
   }
+}
+
+// The CLI sizes the blocking to the topology's L2 (an emulated box's under profile --hardware):
+// matmul without an explicit size must then block exactly as for that size.
+TEST(Matmul, BlocksForTheL2ItIsSet) {
+  std::mt19937 rng(5);
+  const Matrix m = random_matrix(GgmlType::F16, 130, 1000, rng);
+  const int64_t tokens = 17;
+  std::vector<float> x(tokens * 1000), set(tokens * 130), explicit_size(tokens * 130);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& v : x) v = dist(rng);
+  const int64_t original = l2_cache_bytes();
+  set_l2_cache_bytes(4096);
+  EXPECT_EQ(l2_cache_bytes(), 4096);
+  matmul(set.data(), 130, m.view, x.data(), 1000, tokens);
+  set_l2_cache_bytes(original);
+  matmul(explicit_size.data(), 130, m.view, x.data(), 1000, tokens, active_isa(), 4096);
+  EXPECT_EQ(set, explicit_size);
+  EXPECT_THROW(set_l2_cache_bytes(1024), Error);
+  EXPECT_THROW(set_l2_cache_bytes(int64_t{1} << 40), Error);
+  EXPECT_EQ(l2_cache_bytes(), original);
 }
 
 TEST(Matmul, RefusesTypesWithoutAKernel) {
