@@ -1,7 +1,6 @@
 #include "engine/kernels/attention.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -47,22 +46,6 @@ void accumulate_rows(float* out, const float* coefficients, const float* rows, i
       for (int64_t v = 0; v < kVectors; ++v) even[v] += (Lanes{} + coefficients[k]) * load_lanes(rows + k * width + c0 + v * kLanes);
     for (int64_t v = 0; v < kVectors; ++v) store_lanes(out + c0 + v * kLanes, even[v] + odd[v]);
   }
-}
-
-// e^x for x <= 0 (a score less the running maximum), within 2 ulp of std::exp, and 0 below
-// -87 (so for a masked key's -inf): Cephes' polynomial on x - n ln 2, times 2^n from its bits.
-// Branch-free, so a loop of them vectorises; std::exp per score cost more than the dot products.
-inline float exp_nonpositive(float x) {
-  const float clamped = std::max(x, -87.0f);
-  const float n = std::nearbyint(clamped * 1.44269504f);
-  float r = std::fma(n, -0.693359375f, clamped);
-  r = std::fma(n, 2.12194440e-4f, r);
-  float p = 1.9875691500e-4f;
-  for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
-    p = std::fma(p, r, c);
-  p = std::fma(p, r * r, r) + 1.0f;
-  const float two_to_n = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-  return x < -87.0f ? 0.0f : p * two_to_n;
 }
 
 // a . b over width floats, width a multiple of kChunk.
@@ -168,7 +151,7 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
             float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
             for (int64_t j = 0; j < visible; ++j) {
-              s[j] = exp_nonpositive(s[j] - new_max);
+              s[j] = exp_vectorisable(s[j] - new_max);
               sum += s[j];
             }
             running_sum[i] = running_sum[i] * correction + sum;
