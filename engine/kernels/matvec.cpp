@@ -26,15 +26,31 @@ const QuantizedActivations& quantize_activations(const float* x, int64_t cols) {
   constexpr int64_t kGroup = 4;  // blocks per nibble-order group
   const int64_t blocks = cols / kQuantBlock, padded = (blocks + kGroup - 1) / kGroup * kGroup;
   thread_local std::vector<BlockQ8_0> quantized;
-  thread_local std::vector<int8_t> values, nibble_order;
-  thread_local std::vector<float> scales, scales_by_lane8, scales_by_lane4;
-  thread_local std::vector<int32_t> offsets_natural, offsets_nibble;
   thread_local QuantizedActivations view;
   quantized.resize(static_cast<std::size_t>(blocks));
   quantize_row_q8_0(x, quantized.data(), cols);  // vectorised: a libm roundf per value once took a quarter of a small matvec
-  const auto per_block = [padded](auto& v, int64_t n) { v.resize(static_cast<std::size_t>(padded * n)); };
-  per_block(values, kQuantBlock), per_block(nibble_order, kQuantBlock), per_block(scales, 1);
-  per_block(scales_by_lane8, 8), per_block(offsets_natural, 8), per_block(scales_by_lane4, 4), per_block(offsets_nibble, 4);
+
+  // The arrays, each starting on a 64-byte boundary of one per-thread arena: the kernels' 64-byte
+  // loads then never straddle two cache lines.
+  constexpr int64_t kLine = 64;
+  const int64_t bytes_per_block[] = {kQuantBlock, kQuantBlock, 4, 4 * 8, 4 * 8, 4 * 4, 4 * 4};
+  int64_t total = kLine;
+  for (int64_t bytes : bytes_per_block) total += (padded * bytes + kLine - 1) / kLine * kLine;
+  thread_local std::vector<std::byte> arena;
+  arena.resize(static_cast<std::size_t>(total));
+  std::byte* next = arena.data() + (kLine - reinterpret_cast<uintptr_t>(arena.data()) % kLine) % kLine;
+  const auto carve = [&](int64_t bytes) {
+    std::byte* start = next;
+    next += (padded * bytes + kLine - 1) / kLine * kLine;
+    return start;
+  };
+  auto* values = reinterpret_cast<int8_t*>(carve(kQuantBlock));
+  auto* nibble_order = reinterpret_cast<int8_t*>(carve(kQuantBlock));
+  auto* scales = reinterpret_cast<float*>(carve(4));
+  auto* scales_by_lane8 = reinterpret_cast<float*>(carve(4 * 8));
+  auto* offsets_natural = reinterpret_cast<int32_t*>(carve(4 * 8));
+  auto* scales_by_lane4 = reinterpret_cast<float*>(carve(4 * 4));
+  auto* offsets_nibble = reinterpret_cast<int32_t*>(carve(4 * 4));
   constexpr int64_t kHalf = kQuantBlock / 2;
   const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
   for (int64_t b = 0; b < padded; ++b) {
@@ -55,8 +71,7 @@ const QuantizedActivations& quantize_activations(const float* x, int64_t cols) {
     _mm256_storeu_ps(&scales_by_lane8[b * 8], _mm256_set1_ps(scale));
     _mm_storeu_ps(&scales_by_lane4[b * 4], _mm_set1_ps(scale));
   }
-  view = {values.data(), nibble_order.data(), scales.data(), scales_by_lane8.data(), scales_by_lane4.data(),
-          offsets_natural.data(), offsets_nibble.data()};
+  view = {values, nibble_order, scales, scales_by_lane8, scales_by_lane4, offsets_natural, offsets_nibble};
   return view;
 }
 
