@@ -9,8 +9,8 @@ and its compute time.
 
 For another box the roofs (`Roofs`) come from a hardware profile: bandwidth and per format the
 GEMM rate (prefill; FLOP/s). On this machine (`tune --hardware host`) the model is finer, since
-its inputs can be measured: each matrix takes its bytes over the matvec rate of its format,
-at most the read bandwidth (decode), or its FLOPs over the GEMM rate at its size and chunk length (prefill), at the point's
+its inputs can be measured: each matrix takes its bytes over the decode rate of its format
+(decode), or its FLOPs over the GEMM rate at its size and chunk length (prefill), at the point's
 thread count (`KernelRates`, from bench_kernels), and everything that is not a matrix product
 (attention, norms, RoPE, the activation, embedding, sampling, the serial parts) takes the time a
 calibration run of `cpullm profile` measured for it (`Overhead`).
@@ -181,7 +181,14 @@ def profile_roofs(profile, sockets, cores_per_socket, strategy, bandwidth_effici
 # ---------------------------------------------------------------------------------------------
 
 GEMM_TOKENS = (32, 512)  # the chunk lengths bench_kernels times the GEMM at
-GEMM_SHAPES = ((4096, 4096), (11008, 4096))  # the (rows, cols) it times the GEMM at
+# The (rows, cols) it times the GEMM at: TinyLlama-1.1B's and LLaMA-7B's attention and FFN.
+GEMM_SHAPES = ((2048, 2048), (5632, 2048), (4096, 4096), (11008, 4096))
+# The (dim, ffn, kv dim) at which its matvec_decode runs a decode layer: TinyLlama-1.1B, LLaMA-7B.
+DECODE_LAYER_SHAPES = ((2048, 5632, 256), (4096, 11008, 4096))
+# matvec_decode's set of layers is the size of the model's decode step, up to this: reads on this
+# project's VM slow to memory speed from 256 MiB on (docs/tuning.md), so beyond 1 GiB (the read
+# roof's buffer) a larger set changes nothing but the time to write it.
+DECODE_SET_MAX_MIB = 1024
 # `cpullm profile`'s regions that are matrix products; the others are the overhead.
 MATRIX_REGIONS = {"q_proj", "k_proj", "v_proj", "o_proj", "ffn_gate", "ffn_up", "ffn_down", "lm_head"}
 
@@ -191,7 +198,9 @@ class KernelRates:
     """One thread count's kernel rates on this machine, measured now by bench_kernels."""
     threads: int
     bandwidth_gbs: float  # read bandwidth
-    matvec_gbs: dict  # format -> GB/s of weights, for a matrix larger than the caches
+    # format -> GB/s of weights of decode layers in turn, from a file mapping, over a set the size
+    # of the model's decode step (matvec_decode): the caches hold of it what they hold of the model's
+    matvec_gbs: dict
     gemm_gflops: dict  # (format, (rows, cols), tokens) -> GFLOP/s
 
 
@@ -242,6 +251,22 @@ def nearest_gemm_shape(rows, cols):
     return min(GEMM_SHAPES, key=lambda s: abs(math.log(s[0] * s[1] / (rows * cols))))
 
 
+def nearest_decode_shape(shape):
+    """The benchmarked decode layer closest in size (log of its weights) to the model's first:
+    q and o (dim x dim), k and v (kv dim x dim), gate, up and down (ffn x dim)."""
+    model = sum(rows * cols for name, rows, cols, *_ in shape.tensors
+                if name.startswith("blk.0.") and name.endswith(".weight") and rows > 1)
+    def layer(dim, ffn, kv_dim):
+        return 2 * dim * dim + 2 * kv_dim * dim + 3 * ffn * dim
+    return min(DECODE_LAYER_SHAPES, key=lambda s: abs(math.log(layer(*s) / model)))
+
+
+def decode_set_mib(shape, fmt):
+    """MiB of matvec_decode's set for this format: the model's decode step in it, at most
+    DECODE_SET_MAX_MIB."""
+    return min(math.ceil(decode_bytes(shape, fmt) / (1 << 20)), DECODE_SET_MAX_MIB)
+
+
 def gemm_rate(rates, fmt, rows, cols, tokens):
     """GFLOP/s of one chunk's GEMM: measured at the nearest benchmarked shape, interpolated in
     log(tokens) between the benchmarked chunk lengths (clamped outside them): a short chunk
@@ -254,10 +279,9 @@ def gemm_rate(rates, fmt, rows, cols, tokens):
 
 
 def weight_rate(rates, fmt):
-    """Bytes/s a decode step streams a matrix of this format at: the matvec kernel's rate, but no
-    more than the read bandwidth (the benchmark repeats one matrix, which the caches can partly
-    hold; a decode step's weights are read from memory)."""
-    return min(rates.matvec_gbs[fmt], rates.bandwidth_gbs) * 1e9
+    """Bytes/s a decode step streams a matrix of this format at: matvec_decode's rate, uncapped
+    (its set, like the model's step, can be partly cache-resident and read faster than memory)."""
+    return rates.matvec_gbs[fmt] * 1e9
 
 
 def predict_decode_host(shape, fmt, rates, overhead, position, keep=""):

@@ -170,13 +170,11 @@ def bench_kernels_path(cpullm):
     return os.path.join(os.path.dirname(os.path.abspath(cpullm)), "suites", "kernels", "bench_kernels")
 
 
-MATVEC_SHAPE = (11008, 4096)  # bench_kernels' largest matvec: 45-180 MB, beyond the caches, as a model's layers are
-
-
-def measure_rates(cpullm, formats, thread_counts, isa, gemm_shapes, repetitions=3):
+def measure_rates(cpullm, formats, thread_counts, isa, gemm_shapes, decode_shape, set_mib, repetitions=3):
     """Kernel rates of this machine, measured now by bench_kernels, once per thread count
     (OMP_NUM_THREADS: a matvec on one core is not half of one on two): the read bandwidth, and
-    per format the matvec rate (GB/s of weights, at a matrix larger than the caches) and the
+    per format the decode rate (GB/s of weights: matvec_decode, the layers of `decode_shape`,
+    (dim, ffn, kv dim), in turn from a file mapping over a set of set_mib[format] MiB) and the
     GEMM rate (GFLOP/s) at the benchmarked shapes nearest the model's matrices and at 32- and
     512-token chunks; each the best of `repetitions` (other jobs on the machine only ever slow a
     run down, so the best is the closest to the machine's own speed; the points are compared at
@@ -186,25 +184,28 @@ def measure_rates(cpullm, formats, thread_counts, isa, gemm_shapes, repetitions=
         raise measure.MeasureError(f"{binary}: missing (build the suites: cmake --build BUILD --target bench_kernels)")
     isa_n = ISA_NUMBER[isa]
     by_type = {v: k for k, v in GGML_TYPE.items()}
+    dim, ffn, kv_dim = decode_shape
     rates = {}
     for t in thread_counts:
         names = [f"memory_read/{t}/"]
-        names += [f"matvec/{GGML_TYPE[f]}/{MATVEC_SHAPE[0]}/{MATVEC_SHAPE[1]}/{isa_n}/" for f in formats]
+        names += [f"matvec_decode/{GGML_TYPE[f]}/{dim}/{ffn}/{kv_dim}/{isa_n}/1/{set_mib[f]}/" for f in formats]
         names += [f"matmul/{GGML_TYPE[f]}/{r}/{c}/{n}/{isa_n}/0/"
                   for f in formats for r, c in gemm_shapes for n in roofline.GEMM_TOKENS]
         out = measure.run_checked([binary, "--benchmark_filter=^(" + "|".join(names) + ")", "--benchmark_format=json",
-                                   "--benchmark_min_time=0.1", f"--benchmark_repetitions={repetitions}"],
+                                   "--benchmark_min_time=0.1", f"--benchmark_repetitions={repetitions}",
+                                   "--decode_set_mib=" + ",".join(str(set_mib[f]) for f in formats)],
                                   env=dict(os.environ, OMP_NUM_THREADS=str(t))).stdout
         best = {}
         for r in json.loads(out)["benchmarks"]:
             if r.get("run_type") == "iteration" and "error_occurred" not in r:
-                rate = r.get("bytes_per_second") if r["name"].startswith(("memory_read", "matvec")) else r["FLOP/s"]
+                streams = r["name"].startswith(("memory_read", "matvec_decode"))
+                rate = r.get("bytes_per_second") if streams else r["FLOP/s"]
                 key = tuple(r["run_name"].split("/"))
                 best[key] = max(best.get(key, 0.0), rate / 1e9)
         rates[t] = roofline.KernelRates(
             threads=t,
             bandwidth_gbs=next(v for f, v in best.items() if f[0] == "memory_read"),
-            matvec_gbs={by_type[int(f[1])]: v for f, v in best.items() if f[0] == "matvec"},
+            matvec_gbs={by_type[int(f[1])]: v for f, v in best.items() if f[0] == "matvec_decode"},
             gemm_gflops={(by_type[int(f[1])], (int(f[2]), int(f[3])), int(f[4])): v
                          for f, v in best.items() if f[0] == "matmul"})
     return rates
@@ -224,12 +225,13 @@ def measure_overheads(cpullm, model, thread_counts, workload):
     return overheads
 
 
-def print_inputs(label, rates, overheads, formats):
+def print_inputs(label, rates, overheads, formats, decode_shape, set_mib):
     """The kernel rates per thread count, and the overhead calibration where there is one."""
     print(f"{label}:")
     for t, r in sorted(rates.items()):
-        print(f"  {t} thread(s): read bandwidth {r.bandwidth_gbs:.1f} GB/s; matvec "
-              + ", ".join(f"{f} {r.matvec_gbs[f]:.1f}" for f in formats) + " GB/s of weights")
+        print(f"  {t} thread(s): read bandwidth {r.bandwidth_gbs:.1f} GB/s; decode layers "
+              f"{'x'.join(map(str, decode_shape))} (dim x ffn x kv dim) in turn from a file mapping: "
+              + ", ".join(f"{f} {r.matvec_gbs[f]:.1f} ({set_mib[f]} MiB)" for f in formats) + " GB/s of weights")
         for (f, (rows, cols), n), v in sorted(r.gemm_gflops.items()):
             print(f"    GEMM {f} {rows}x{cols}, {n} tokens: {v:.1f} GFLOP/s")
         if not overheads:
@@ -292,11 +294,13 @@ def tune_this_box(args, plan, profile):
     out = roofline.output_layer(shape)
     gemm_shapes = sorted({roofline.nearest_gemm_shape(rows, cols)
                           for name, rows, cols, *_ in roofline.matrices(shape, sweep.source_format) if name != out})
+    decode_shape = roofline.nearest_decode_shape(shape)
+    set_mib = {f: roofline.decode_set_mib(shape, f) for f in formats}
     isa = best_isa(args.cpullm)
 
     memory = sum(total for total, _ in oscheck.node_memory(args.root).values())
     fits = not memory or info["totals"]["bytes"] < memory
-    rates = measure_rates(args.cpullm, formats, thread_counts, isa, gemm_shapes)
+    rates = measure_rates(args.cpullm, formats, thread_counts, isa, gemm_shapes, decode_shape, set_mib)
     if fits:
         overheads = measure_overheads(args.cpullm, args.model, thread_counts, workload)
         calibration = (f"overhead calibration: cpullm profile -m {args.model} -p {workload['prompt']} "
@@ -308,7 +312,7 @@ def tune_this_box(args, plan, profile):
         overheads = {t: roofline.Overhead(0.0, 0.0, 0.0, 0.0, 0.0, workload["prompt"]) for t in thread_counts}
         calibration = "no overhead calibration"
     print_inputs(f"\nroofs measured now (bench_kernels, ISA {isa}; {calibration})", rates, overheads if fits else None,
-                 formats)
+                 formats, decode_shape, set_mib)
     before = predict_points(points, shape, sweep.source_format, workload, rates, overheads, max_threads)
     print(f"\nPREDICTIONS before measuring (prompt {workload['prompt']}, decode of {workload['gen']} tokens from "
           f"position 0, as bench's tests; parts in ms):")
@@ -328,7 +332,8 @@ def tune_this_box(args, plan, profile):
 
     def remeasure(point, level):
         t = point.get("threads", 0) or max_threads
-        fresh = measure_rates(args.cpullm, point_formats(shape, point, sweep.source_format), [t], isa, gemm_shapes, 1)[t]
+        fresh = measure_rates(args.cpullm, point_formats(shape, point, sweep.source_format), [t], isa, gemm_shapes,
+                              decode_shape, set_mib, 1)[t]
         key = (sp.point_key(point), level)
         interleaved[key] = best_rates(interleaved[key], fresh) if key in interleaved else fresh
 

@@ -1,9 +1,15 @@
 // Matrix-vector kernels at the decode shapes of TinyLlama-1.1B and LLaMA-7B, for every weight
-// type and every ISA level this CPU runs, with the single-threaded scalar reference beside them.
-// bytes/s counts the weight bytes read: the figure to hold against bench_memory's read roof.
+// type and every ISA level this CPU runs, with the single-threaded scalar reference beside them,
+// and (matvec_decode, the decode rate `cpullm tune` predicts from) a decode step's layers in turn
+// as the engine runs them. bytes/s counts the weight bytes read: the figure to hold against
+// bench_memory's read roof.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <memory>
+#include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/kernels/matvec.hpp"
@@ -101,6 +107,141 @@ void GroupCases(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_MatvecGroup)->Name("matvec_group")->Apply(GroupCases)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
+// Decode as the engine runs it, one layer per iteration: q, k, v as one matvec_group, o, gate
+// and up as one matvec_group, down (engine/model/model.cpp, one token), the layers taken in turn
+// from a set of copies of one layer of random weights. A set the size of a model's decode step,
+// in a file mapping, is what that step streams: from the caches what they hold of it, the rest
+// from memory, through 4 KiB pages of the page cache. One layer in heap memory, repeated, is
+// closer to what matvec above times. bytes/s counts the layer's weight bytes.
+enum DecodeMatrix { q, k, v, o, gate, up, down, kDecodeMatrices };
+
+// The set: `layers` copies of one layer, its matrices end to end, each at a 64-byte boundary
+// (GGUF aligns tensors to 32).
+struct DecodeSet {
+  std::vector<int64_t> built_for;  // the case's arguments but the ISA
+  int64_t rows[kDecodeMatrices], cols[kDecodeMatrices], offsets[kDecodeMatrices];
+  int64_t layer_bytes = 0, layers = 0;
+  std::vector<std::byte> heap;
+  std::unique_ptr<cpullm::MappedFile> mapping;
+  const std::byte* base = nullptr;
+};
+
+// Google Benchmark calls a case's function once per trial (1 iteration, then more): the set is
+// built once and kept until a case asks for another, as writing a 1 GiB file takes seconds.
+const DecodeSet& decode_set(GgmlType type, int64_t dim, int64_t ffn, int64_t kv_dim, bool in_file, int64_t set_mib) {
+  static DecodeSet set;
+  const std::vector<int64_t> arguments = {static_cast<int64_t>(type), dim, ffn, kv_dim, in_file, set_mib};
+  if (set.built_for == arguments) return set;
+  set = DecodeSet{};
+  const int64_t rows[kDecodeMatrices] = {dim, kv_dim, kv_dim, dim, ffn, ffn, dim};
+  const int64_t cols[kDecodeMatrices] = {dim, dim, dim, dim, dim, dim, ffn};
+  // Each matrix is its first 64 random rows over and over: the values do not change a dense
+  // kernel's speed, and generating every row takes seconds (tune runs this before each point).
+  constexpr int64_t kRandomRows = 64;
+  std::vector<std::byte> layer;
+  for (int m = 0; m < kDecodeMatrices; ++m) {
+    set.rows[m] = rows[m];
+    set.cols[m] = cols[m];
+    set.offsets[m] = set.layer_bytes;
+    const Weights pool = random_weights(type, kRandomRows, cols[m]);
+    const int64_t matrix_bytes = rows[m] * cpullm::row_bytes(type, cols[m]);
+    set.layer_bytes += (matrix_bytes + 63) / 64 * 64;
+    layer.resize(set.layer_bytes);
+    for (int64_t done = 0; done < matrix_bytes; done += static_cast<int64_t>(pool.storage.size()))
+      std::copy_n(pool.storage.begin(), std::min<int64_t>(pool.storage.size(), matrix_bytes - done),
+                  layer.begin() + set.offsets[m] + done);
+  }
+  set.layers = std::max<int64_t>(1, ((set_mib << 20) + set.layer_bytes - 1) / set.layer_bytes);
+  if (in_file) {
+    set.mapping = cpullm::bench::file_mapping(layer, set.layers);
+    set.base = set.mapping->bytes().data();
+  } else {
+    set.heap.resize(set.layers * set.layer_bytes);
+    for (int64_t l = 0; l < set.layers; ++l)
+      std::copy(layer.begin(), layer.end(), set.heap.begin() + l * set.layer_bytes);
+    set.base = set.heap.data();
+  }
+  set.built_for = arguments;
+  return set;
+}
+
+// One token through layer l of the set, as the engine's decode runs a layer's projections.
+void run_decode_layer(const DecodeSet& set, int64_t l, GgmlType type, Isa isa, const float* x,
+                      std::vector<float> (&y)[kDecodeMatrices]) {
+  cpullm::WeightMatrix w[kDecodeMatrices];
+  for (int m = 0; m < kDecodeMatrices; ++m)
+    w[m] = {set.base + l * set.layer_bytes + set.offsets[m], type, set.rows[m], set.cols[m]};
+  const cpullm::MatvecTask qkv[] = {{y[q].data(), &w[q]}, {y[k].data(), &w[k]}, {y[v].data(), &w[v]}};
+  const cpullm::MatvecTask gate_up[] = {{y[gate].data(), &w[gate]}, {y[up].data(), &w[up]}};
+  cpullm::matvec_group(qkv, x, isa);
+  cpullm::matvec(y[o].data(), w[o], x, isa);
+  cpullm::matvec_group(gate_up, x, isa);
+  cpullm::matvec(y[down].data(), w[down], x, isa);
+}
+
+// Arguments: weight type, dim, ffn (gate/up rows), kv dim (k/v rows), ISA, where the weights
+// lie (0: heap, 1: a temporary file, mapped), the set's size in MiB (0: one layer).
+void BM_MatvecDecode(benchmark::State& state) {
+  const auto type = static_cast<GgmlType>(state.range(0));
+  const auto isa = static_cast<Isa>(state.range(4));
+  if (!cpullm::cpu_supports(isa)) {
+    state.SkipWithError("this CPU lacks the ISA");
+    return;
+  }
+  const DecodeSet& set = decode_set(type, state.range(1), state.range(2), state.range(3), state.range(5) != 0,
+                                    state.range(6));
+  std::vector<float> x(std::max(state.range(1), state.range(2)), 0.5f);
+  std::vector<float> y[kDecodeMatrices];
+  for (int m = 0; m < kDecodeMatrices; ++m) y[m].resize(set.rows[m]);
+  // Untimed, every layer once: the mapping's page faults are a load's cost, not decode's (as
+  // cpullm bench's warm-up run takes them).
+  for (int64_t l = 0; l < set.layers; ++l) run_decode_layer(set, l, type, isa, x.data(), y);
+  int64_t next = 0;
+  for (auto _ : state) {
+    run_decode_layer(set, next, type, isa, x.data(), y);
+    next = (next + 1) % set.layers;
+    benchmark::DoNotOptimize(y[0].data());
+  }
+  state.SetBytesProcessed(state.iterations() * set.layer_bytes);
+  state.SetLabel(std::string(cpullm::ggml_type_name(type)) + " " + std::string(cpullm::isa_name(isa)) + ", " +
+                 std::to_string(set.layers) + " layer(s) of " + std::to_string(set.layer_bytes >> 20) + " MiB in " +
+                 (set.mapping ? "a file mapping" : "heap memory"));
+}
+
+// The sets of 0 MiB (one layer) and 1 GiB (bench_memory's read buffer: beyond any cache) by
+// default; --decode_set_mib=LIST gives others (tune: the bytes of the model's decode step).
+void register_decode_cases(const std::vector<int64_t>& set_mib) {
+  benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark("matvec_decode", BM_MatvecDecode);
+  for (auto type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+                    GgmlType::CPULLM_INT8_CHANNEL})
+    for (auto [dim, ffn, kv_dim] : {std::tuple{2048, 5632, 256}, {4096, 11008, 4096}})
+      for (Isa isa : {Isa::Avx2, Isa::Avx512})
+        for (int in_file : {0, 1})
+          for (int64_t mib : set_mib)
+            b->Args({static_cast<int64_t>(type), dim, ffn, kv_dim, static_cast<int64_t>(isa), in_file, mib});
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
 }  // namespace
 
-BENCHMARK_MAIN();
+// BENCHMARK_MAIN, plus --decode_set_mib=N[,N...] for matvec_decode.
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  std::vector<int64_t> set_mib = {0, 1024};
+  const std::string flag = "--decode_set_mib=";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind(flag, 0) != 0) continue;
+    set_mib.clear();
+    std::stringstream list(arg.substr(flag.size()));
+    for (std::string item; std::getline(list, item, ',');) set_mib.push_back(std::stoll(item));
+    std::copy(argv + i + 1, argv + argc + 1, argv + i);  // argv[argc] is nullptr
+    --argc;
+    --i;
+  }
+  register_decode_cases(set_mib);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

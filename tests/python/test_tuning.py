@@ -341,7 +341,7 @@ def host_model_against_hand_computed_numbers(ctx):
     shape = tiny_shape()
     # Q8_0 matrices: attn_q 4352 B (q8_0) and ffn_down 6144 B (F16 fallback) per layer, output 6800 B (q8_0).
     rates = roofline.KernelRates(threads=1, bandwidth_gbs=10.0, matvec_gbs={"q8_0": 1.0, "f16": 2.0},
-                                 gemm_gflops={(f, (4096, 4096), n): g for f in ("q8_0", "f16")
+                                 gemm_gflops={(f, (2048, 2048), n): g for f in ("q8_0", "f16")
                                               for n, g in ((32, 1.0), (512, 5.0))})
     profile = {"phases": [
         {"name": "prefill", "tokens": 10, "seconds": 0.010,
@@ -360,11 +360,13 @@ def host_model_against_hand_computed_numbers(ctx):
     assert abs(parts["matrices"] - matrices) < 1e-15, parts
     assert abs(parts["attention"] - 0.0005 * 23 / 12.5) < 1e-15 and parts["other"] == overhead.decode_s
     assert abs(tps - 1 / (matrices + 0.0005 * 23 / 12.5 + 0.0005)) < 1e-9
-    # A matvec rate above the read bandwidth (the benchmark's matrix partly cached) is capped by it.
-    capped = roofline.KernelRates(threads=1, bandwidth_gbs=1.5, matvec_gbs={"q8_0": 1.0, "f16": 2.0}, gemm_gflops={})
-    _, parts = roofline.predict_decode_host(shape, "q8_0", capped, overhead, 22.0)
-    assert abs(parts["matrices"] - (2 * 4352 / 1e9 + 2 * 6144 / 1.5e9 + 6800 / 1e9)) < 1e-15, parts
-    # GEMM rate: the benchmarked 4096x4096 (nearest), interpolated in log tokens: 128 is half way
+    # A decode rate above the read bandwidth is used as it is: matvec_decode's set, like the
+    # model's step, can be partly cache-resident.
+    above_roof = roofline.KernelRates(threads=1, bandwidth_gbs=1.5, matvec_gbs={"q8_0": 1.0, "f16": 2.0},
+                                      gemm_gflops={})
+    _, parts = roofline.predict_decode_host(shape, "q8_0", above_roof, overhead, 22.0)
+    assert abs(parts["matrices"] - matrices) < 1e-15, parts
+    # GEMM rate: the benchmarked 2048x2048 (nearest), interpolated in log tokens: 128 is half way
     # from 32 to 512; outside the range the ends are used.
     assert abs(roofline.gemm_rate(rates, "q8_0", 64, 64, 128) - 3.0) < 1e-12
     assert roofline.gemm_rate(rates, "q8_0", 64, 64, 8) == 1.0 and roofline.gemm_rate(rates, "q8_0", 64, 64, 4096) == 5.0
@@ -376,6 +378,42 @@ def host_model_against_hand_computed_numbers(ctx):
     assert abs(parts["matrices"] - gemm) < 1e-15 and abs(parts["output layer"] - 6800 / 1e9) < 1e-15, parts
     assert abs(parts["attention"] - 0.008) < 1e-12 and abs(parts["other"] - 0.006) < 1e-12
     assert abs(seconds - sum(parts.values())) < 1e-15
+
+
+def layer_shape(dim, ffn, kv_dim, fmt="f16"):
+    """One decode layer of a LLaMA at a real shape, with its embedding table and output layer."""
+    matrices = {"attn_q": (dim, dim), "attn_k": (kv_dim, dim), "attn_v": (kv_dim, dim), "attn_output": (dim, dim),
+                "ffn_gate": (ffn, dim), "ffn_up": (ffn, dim), "ffn_down": (dim, ffn)}
+    tensors = [("token_embd.weight", 32000, dim, fmt, int(32000 * dim * roofline.BYTES_PER_WEIGHT[fmt])),
+               ("blk.0.attn_norm.weight", 1, dim, "f32", 4 * dim)]
+    tensors += [(f"blk.0.{name}.weight", rows, cols, fmt, int(rows * cols * roofline.BYTES_PER_WEIGHT[fmt]))
+                for name, (rows, cols) in matrices.items()]
+    tensors += [("output.weight", 32000, dim, fmt, int(32000 * dim * roofline.BYTES_PER_WEIGHT[fmt]))]
+    return roofline.Shape(layers=1, dim=dim, kv_dim=kv_dim, vocab=32000, tensors=tensors)
+
+
+@check
+def host_model_picks_the_benchmarked_shapes(ctx):
+    tinyllama, llama7b = layer_shape(2048, 5632, 256), layer_shape(4096, 11008, 4096)
+    # Each GEMM at its own benchmarked shape; k and v (256 x 2048) at TinyLlama's 2048 x 2048,
+    # ffn_down (2048 x 5632) at the benchmarked shape of its size, 5632 x 2048.
+    nearest = {name: roofline.nearest_gemm_shape(rows, cols) for name, rows, cols, *_ in tinyllama.tensors if rows > 1}
+    assert nearest["blk.0.attn_q.weight"] == nearest["blk.0.attn_k.weight"] == (2048, 2048), nearest
+    assert nearest["blk.0.ffn_gate.weight"] == nearest["blk.0.ffn_down.weight"] == (5632, 2048), nearest
+    assert roofline.nearest_gemm_shape(4096, 4096) == (4096, 4096)
+    assert roofline.nearest_gemm_shape(4096, 11008) == (11008, 4096)
+    # The decode layer by the size of the model's first layer; stories-sized models get the smaller.
+    assert roofline.nearest_decode_shape(tinyllama) == (2048, 5632, 256)
+    assert roofline.nearest_decode_shape(llama7b) == (4096, 11008, 4096)
+    assert roofline.nearest_decode_shape(layer_shape(5120, 13824, 5120)) == (4096, 11008, 4096)  # LLaMA-13B
+    assert roofline.nearest_decode_shape(tiny_shape()) == (2048, 5632, 256)
+    # The set: the decode step's MiB in the format (rounded up), at most DECODE_SET_MAX_MIB.
+    assert roofline.decode_set_mib(tiny_shape(), "q8_0") == 1  # 28,372 bytes
+    step = roofline.decode_bytes(tinyllama, "q4_0")  # an embedding row and the layer in Q4_0, the output in Q8_0
+    assert step == 2048 * 18 // 32 + 4 * 2048 + (2 * 2048 * 2048 + 2 * 256 * 2048 + 3 * 5632 * 2048) * 18 // 32 \
+        + 32000 * 2048 * 34 // 32, step
+    assert roofline.decode_set_mib(tinyllama, "q4_0") == math.ceil(step / (1 << 20)) == 91
+    assert roofline.decode_set_mib(layer_shape(8192, 22016, 8192), "f32") == roofline.DECODE_SET_MAX_MIB == 1024
 
 
 @check
