@@ -15,14 +15,11 @@ namespace {
 
 // The tiled kernel works on a tile of keys and values widened to FP32 once per tile (not once
 // per query, as reading the cache's F16 element by element did), in columns of kChunk floats
-// held in four 8-float vectors (GCC's vector extension: AVX2 registers at the baseline) across
+// held in four `Lanes` (ops.hpp: 8 floats, an AVX2 register at the baseline) across
 // each inner loop. The keys are stored transposed, so a query's scores against kChunk keys take
 // four FMAs per element of head_dim: one broadcast of q[d] and contiguous loads.
-using Lanes = float __attribute__((vector_size(32)));
-constexpr int64_t kLanes = 8, kVectors = 4, kChunk = kLanes * kVectors;
+constexpr int64_t kVectors = 4, kChunk = kLanes * kVectors;
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
-inline Lanes load_lanes(const float* p) { Lanes v; std::memcpy(&v, p, sizeof v); return v; }
-inline void store_lanes(float* p, Lanes v) { std::memcpy(p, &v, sizeof v); }
 
 // out (width) += sum over k < n of coefficients[k] * rows[k, .]; rows (n, width), width a
 // multiple of kChunk. Both products of attention take this form: a query's scores are its
@@ -148,12 +145,8 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
             // Online softmax: rescale what was summed under the old maximum to the new one.
             const float new_max = std::max(running_max[i], tile_max);
             const float correction = std::exp(running_max[i] - new_max);
-            float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-            for (int64_t j = 0; j < visible; ++j) {
-              s[j] = exp_vectorisable(s[j] - new_max);
-              sum += s[j];
-            }
+            for (int64_t j = 0; j < visible; ++j) s[j] -= new_max;
+            const float sum = exp_in_place(s, visible);
             running_sum[i] = running_sum[i] * correction + sum;
             running_max[i] = new_max;
             float* acc_i = &acc[i * value_width];

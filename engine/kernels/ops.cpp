@@ -14,11 +14,8 @@ void rmsnorm(float* out, const float* x, const float* weight, int64_t n, float e
 
 void softmax(float* x, int64_t n) {
   const float max_value = *std::max_element(x, x + n);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = exp_vectorisable(x[i] - max_value);
-    sum += x[i];
-  }
+  for (int64_t i = 0; i < n; ++i) x[i] -= max_value;
+  const float sum = exp_in_place(x, n);
   for (int64_t i = 0; i < n; ++i) x[i] /= sum;
 }
 
@@ -38,7 +35,12 @@ void rope(float* vec, int64_t n_heads, int64_t head_dim, int64_t pos, float thet
 }
 
 void swiglu(float* gate, const float* up, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + exp_vectorisable(-gate[i])) * up[i];
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const Lanes g = load_lanes(gate + i);
+    store_lanes(gate + i, g / (1.0f + exp_lanes(-g)) * load_lanes(up + i));
+  }
+  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + exp_vectorisable(-gate[i])) * up[i];
 }
 
 void add_in_place(float* x, const float* delta, int64_t n) {
