@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <vector>
 
 #include "engine/kernels/ops.hpp"
@@ -13,11 +12,11 @@
 namespace cpullm {
 namespace {
 
-// The tiled kernel works on a tile of keys and values widened to FP32 once per tile (not once
-// per query, as reading the cache's F16 element by element did), in columns of kChunk floats
-// held in four `Lanes` (ops.hpp: 8 floats, an AVX2 register at the baseline) across
-// each inner loop. The keys are stored transposed, so a query's scores against kChunk keys take
-// four FMAs per element of head_dim: one broadcast of q[d] and contiguous loads.
+// Both kernels work on tiles of cache rows widened to FP32 once per tile (not element by element
+// inside every dot product, which did not vectorise for F16 and BF16), in columns of kChunk
+// floats held in four `Lanes` (ops.hpp: 8 floats, an AVX2 register at the baseline) across each
+// inner loop. The tiled kernel stores its keys transposed, so a query's scores against kChunk
+// keys take four FMAs per element of head_dim: one broadcast of q[d] and contiguous loads.
 constexpr int64_t kVectors = 4, kChunk = kLanes * kVectors;
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
@@ -110,7 +109,8 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
   const int64_t key_width = round_up(tiles.keys, kChunk), value_width = round_up(hd, kChunk);
 #pragma omp parallel
   {
-    // Columns past a tile's keys are never read; padding columns of the values stay zero.
+    // Scores of the columns past a tile's keys are computed and dropped; the values' padding
+    // columns stay zero.
     std::vector<float> keys_t(hd * key_width);                  // (head_dim, key tile) transposed
     std::vector<float> value_tile(key_width * value_width, 0);  // (key tile, head_dim)
     std::vector<float> key_row(hd), scaled_query(hd);
