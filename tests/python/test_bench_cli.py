@@ -368,8 +368,10 @@ def multi_process_sharing(ctx):
     path = fresh_db(ctx, "sharing.db")
     [r] = json.loads(run([ctx.cpullm, "bench", "-m", model, "-t", "1", "--processes", "2", "-o", "json", "--db", path]).stdout)
     assert r["processes"] == 2 and r["model_sum_rss_bytes"] >= 2 * 0.95 * r["touched_bytes"], r
-    # Two processes sharing every page of the model: each holds half of it in Pss.
-    assert 0.45 < r["model_saved_fraction"] <= 0.5 + 1e-9, r
+    # Two processes sharing every page of the model: each holds half of it in Pss, a saving of
+    # 0.5 (without sharing: 0). Seen 0.489-0.5 alone, once 0.447 while CTest ran other jobs
+    # beside it (some pages then mapped in one process only), so the bound leaves room for that.
+    assert 0.4 < r["model_saved_fraction"] <= 0.5 + 1e-9, r
     # The whole processes' figure also counts shared libraries, whose Pss divides among every
     # process on the machine using them: it is reported, but only the model's figure is exact.
     assert 0 < r["saved_fraction"] < 1 and r["sum_pss_bytes"] < r["sum_rss_bytes"], r
