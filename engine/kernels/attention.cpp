@@ -74,7 +74,14 @@ void attention_one_query(float* out, const float* q, const void* keys, const voi
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 #pragma omp parallel
   {
-    std::vector<float> rows(kRows * width, 0.0f), query(width, 0.0f), sums(width);
+    // Per-thread buffers kept from call to call (decode calls this once per layer and token),
+    // zeroed again when the head size changes: only then could a padding column hold a value.
+    thread_local std::vector<float> rows, query, sums;
+    thread_local int64_t zeroed_for_head_dim = -1;
+    if (zeroed_for_head_dim != hd) {
+      rows.assign(kRows * width, 0.0f), query.assign(width, 0.0f), sums.assign(width, 0.0f);
+      zeroed_for_head_dim = hd;
+    }
 #pragma omp for schedule(static)
     for (int64_t h = 0; h < shape.n_heads; ++h) {
       const int64_t kv_offset = (h / group) * head_size;
