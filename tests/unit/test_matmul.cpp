@@ -124,14 +124,21 @@ INSTANTIATE_TEST_SUITE_P(
                                          GgmlType::CPULLM_INT8_CHANNEL)),
     matmul_case_name);
 
+// n activations drawn uniformly from [-1, 1).
+std::vector<float> uniform_values(int64_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> values(n);
+  for (float& v : values) v = dist(rng);
+  return values;
+}
+
 TEST(Matmul, SameResultForAnyThreadCount) {
   std::mt19937 rng(3);
   for (GgmlType type : {GgmlType::F16, GgmlType::Q4_0}) {
     const Matrix m = random_matrix(type, 300, 4096, rng);
     const int64_t tokens = 150;
-    std::vector<float> x(tokens * 4096), one(tokens * 300), two(tokens * 300);
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    for (float& v : x) v = dist(rng);
+    const std::vector<float> x = uniform_values(tokens * 4096, rng);
+    std::vector<float> one(tokens * 300), two(tokens * 300);
     const int threads = omp_get_max_threads();
     omp_set_num_threads(1);
     matmul(one.data(), 300, m.view, x.data(), 4096, tokens);
@@ -148,9 +155,8 @@ TEST(Matmul, BlocksForTheL2ItIsSet) {
   std::mt19937 rng(5);
   const Matrix m = random_matrix(GgmlType::F16, 130, 1000, rng);
   const int64_t tokens = 17;
-  std::vector<float> x(tokens * 1000), set(tokens * 130), explicit_size(tokens * 130);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (float& v : x) v = dist(rng);
+  const std::vector<float> x = uniform_values(tokens * 1000, rng);
+  std::vector<float> set(tokens * 130), explicit_size(tokens * 130);
   const int64_t original = l2_cache_bytes();
   set_l2_cache_bytes(4096);
   EXPECT_EQ(l2_cache_bytes(), 4096);
