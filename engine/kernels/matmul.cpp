@@ -18,6 +18,19 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Whether matmul streams rows through matvec_group (each row from memory once, then against
+// every token's input from L1) instead of packing panels for the GEMM. Measured with
+// bench_kernels' matvec_decode (a decode step's layers from a file mapping, 2 threads, AVX-512,
+// TinyLlama-1.1B and LLaMA-7B widths; docs/kernels.md): at 2 tokens streaming was 1.3-2.3x
+// faster for F16, BF16 and Q4_0, but 0.88-1.16x for Q8_0, whose GEMM tile is quick at few
+// tokens (INT8_CHANNEL shares that tile); at 4 tokens the GEMM was faster in every case but
+// TinyLlama's Q4_0. The row kernels do one token per row pass, so their time grows with the
+// tokens while the GEMM's barely does. F32 takes F16's row kernel and its choice.
+bool streams_rows(GgmlType type, int64_t tokens) {
+  constexpr int64_t kMostStreamedTokens = 2;
+  return tokens <= kMostStreamedTokens && type != GgmlType::Q8_0 && type != GgmlType::CPULLM_INT8_CHANNEL;
+}
+
 // A thread's packed panels, reused from call to call; 64-byte aligned so that every panel
 // vector load is one cache line.
 std::byte* panel_buffer(int64_t bytes) {
@@ -149,8 +162,12 @@ void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, i
   if (is_sparse(w.type)) return sparse_matmul(y, y_stride, w, x, x_stride, tokens, isa);
   if (!matvec_supports(w.type, w.cols))
     fail("matmul: no kernel for weight type {} with {} columns", ggml_type_name(w.type), w.cols);
-  const GemmKernels& kernels = gemm_kernels(isa);
   if (tokens <= 0 || w.rows <= 0) return;
+  if (streams_rows(w.type, tokens)) {
+    const MatvecTask task{y, &w, y_stride};
+    return matvec_group({&task, 1}, x, x_stride, tokens, isa);
+  }
+  const GemmKernels& kernels = gemm_kernels(isa);
   if (uses_q8_0_activations(w.type)) integer_gemm(kernels, y, y_stride, w, x, x_stride, tokens, l2_bytes);
   else float_gemm(kernels, y, y_stride, w, x, x_stride, tokens, l2_bytes);
 }

@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 #include "engine/kernels/dot.hpp"
@@ -19,14 +20,23 @@ const DotKernels& kernels_for(Isa isa) {
   return table_for_isa(isa, scalar_dot_kernels, avx2_dot_kernels, avx512_dot_kernels);
 }
 
-// x (cols) quantized to Q8_0 blocks and laid out as dot.hpp's QuantizedActivations says, in
-// per-thread buffers reused from call to call: done once per input vector, however many rows
-// and matrices read it.
-const QuantizedActivations& quantize_activations(const float* x, int64_t cols) {
+// One input vector's quantized forms: buffers reused from call to call.
+struct ActivationArena {
+  std::vector<BlockQ8_0> quantized;
+  std::vector<std::byte> bytes;
+  QuantizedActivations view;
+};
+
+// x (cols) quantized to Q8_0 blocks and laid out as dot.hpp's QuantizedActivations says, in the
+// calling thread's arena number `slot` (one per token of a call): done once per input vector,
+// however many rows and matrices read it.
+const QuantizedActivations& quantize_activations(const float* x, int64_t cols, int64_t slot = 0) {
   constexpr int64_t kGroup = 4;  // blocks per nibble-order group
   const int64_t blocks = cols / kQuantBlock, padded = (blocks + kGroup - 1) / kGroup * kGroup;
-  thread_local std::vector<BlockQ8_0> quantized;
-  thread_local QuantizedActivations view;
+  thread_local std::array<ActivationArena, kRowStreamTokens> arenas;  // fixed: views of earlier slots stay valid
+  std::vector<BlockQ8_0>& quantized = arenas[slot].quantized;
+  std::vector<std::byte>& arena = arenas[slot].bytes;
+  QuantizedActivations& view = arenas[slot].view;
   quantized.resize(static_cast<std::size_t>(blocks));
   quantize_row_q8_0(x, quantized.data(), cols);  // vectorised: a libm roundf per value once took a quarter of a small matvec
 
@@ -36,7 +46,6 @@ const QuantizedActivations& quantize_activations(const float* x, int64_t cols) {
   const int64_t bytes_per_block[] = {kQuantBlock, kQuantBlock, 4, 4 * 8, 4 * 8, 4 * 4, 4 * 4};
   int64_t total = kLine;
   for (int64_t bytes : bytes_per_block) total += (padded * bytes + kLine - 1) / kLine * kLine;
-  thread_local std::vector<std::byte> arena;
   arena.resize(static_cast<std::size_t>(total));
   std::byte* next = arena.data() + (kLine - reinterpret_cast<uintptr_t>(arena.data()) % kLine) % kLine;
   const auto carve = [&](int64_t bytes) {
@@ -80,14 +89,15 @@ const void* prepare_activations(const WeightMatrix& w, const float* x) {
   return uses_q8_0_activations(w.type) ? static_cast<const void*>(&quantize_activations(x, w.cols)) : x;
 }
 
-// One matrix of a group, ready to run: its kernel, the activations it reads, its rows.
+// One matrix of a group, ready to run: its kernel, the activations each token reads, its rows.
 struct PreparedTask {
-  float* y;                 // (rows)
+  float* y;                 // (tokens, y_stride)
+  int64_t y_stride;
   const std::byte* w;       // (rows, stride)
   int64_t stride;           // bytes per row
   int64_t rows;
   RowDot dot;
-  const void* activations;  // x or its quantized form
+  std::array<const void*, kRowStreamTokens> activations;  // (tokens) x or its quantized form
 };
 
 }  // namespace
@@ -113,33 +123,43 @@ void matvec(float* y, const WeightMatrix& w, const float* x, Isa isa) {
 void matvec_group(std::span<const MatvecTask> tasks, const float* x) { matvec_group(tasks, x, active_isa()); }
 
 void matvec_group(std::span<const MatvecTask> tasks, const float* x, Isa isa) {
-  if (tasks.empty()) return;
+  if (!tasks.empty()) matvec_group(tasks, x, tasks[0].w->cols, 1, isa);
+}
+
+void matvec_group(std::span<const MatvecTask> tasks, const float* x, int64_t x_stride, int64_t tokens, Isa isa) {
+  if (tasks.empty() || tokens <= 0) return;
+  if (tokens > kRowStreamTokens) fail("matvec_group: {} tokens, more than the {} it streams rows for", tokens, kRowStreamTokens);
   const int64_t cols = tasks[0].w->cols;
   thread_local std::vector<PreparedTask> prepared;
   prepared.clear();
-  const QuantizedActivations* quantized = nullptr;  // x quantized once for all the integer matrices
+  std::array<const void*, kRowStreamTokens> quantized{};  // each token's x quantized once for all the integer matrices
   int64_t total_rows = 0;
   for (const MatvecTask& task : tasks) {
     const WeightMatrix& w = *task.w;
     if (w.cols != cols) fail("matvec_group: matrices of {} and {} columns cannot share one input", cols, w.cols);
     if (is_sparse(w.type)) {  // sparse matrices run their own kernels, outside the group
-      matvec(task.y, w, x, isa);
+      if (tokens == 1) matvec(task.y, w, x, isa);
+      else sparse_matmul(task.y, task.y_stride, w, x, x_stride, tokens, isa);
       continue;
     }
-    const RowDot dot = entry_for_type(kernels_for(isa), w.type);
-    const void* activations = x;
-    if (uses_q8_0_activations(w.type)) {
-      if (!quantized) quantized = &quantize_activations(x, cols);
-      activations = quantized;
+    PreparedTask& t = prepared.emplace_back(
+        PreparedTask{task.y, task.y_stride, w.data, row_bytes(w), w.rows, entry_for_type(kernels_for(isa), w.type), {}});
+    for (int64_t k = 0; k < tokens; ++k) {
+      if (!uses_q8_0_activations(w.type)) {
+        t.activations[k] = x + k * x_stride;
+        continue;
+      }
+      if (!quantized[k]) quantized[k] = &quantize_activations(x + k * x_stride, cols, k);
+      t.activations[k] = quantized[k];
     }
-    prepared.push_back({task.y, w.data, row_bytes(w), w.rows, dot, activations});
     total_rows += w.rows;
   }
 
   // The rows of all the matrices, end to end, in one static split: one fork/join for the group,
   // and each output is one thread's sequential dot product, whatever the thread count. (Chunks
   // of 128 KiB handed out dynamically, for threads the OS deschedules on a shared host, were
-  // slower in 13 of 20 cases of bench_kernels' matvec and matvec_group, by up to 47%.)
+  // slower in 13 of 20 cases of bench_kernels' matvec and matvec_group, by up to 47%.) A row
+  // meets every token's input in turn: it comes from memory once and from L1 after that.
   if (total_rows == 0) return;
   const std::vector<PreparedTask>& work = prepared;  // this thread's list, named for the workers
 #pragma omp parallel
@@ -149,7 +169,10 @@ void matvec_group(std::span<const MatvecTask> tasks, const float* x, Isa isa) {
     int64_t first = 0;  // the task's first row in the concatenation
     for (const PreparedTask& t : work) {
       const int64_t lo = std::max(begin, first) - first, hi = std::min(end, first + t.rows) - first;
-      for (int64_t r = lo; r < hi; ++r) t.y[r] = t.dot(t.w + r * t.stride, t.activations, cols);
+      for (int64_t r = lo; r < hi; ++r) {
+        const std::byte* row = t.w + r * t.stride;
+        for (int64_t k = 0; k < tokens; ++k) t.y[k * t.y_stride + r] = t.dot(row, t.activations[k], cols);
+      }
       first += t.rows;
     }
   }

@@ -34,14 +34,23 @@ void matvec(float* y, const WeightMatrix& w, const float* x, Isa isa);
 
 // One product of a group that shares its input: y (w->rows) = W . x.
 struct MatvecTask {
-  float* y;               // (w->rows) the output
+  float* y;               // (w->rows) the output; with several tokens (tokens, y_stride)
   const WeightMatrix* w;  // any type matvec runs; the same cols for the whole group
+  int64_t y_stride = 0;   // floats from one token's output to the next's (several tokens)
 };
 // Every task's product with the same x (cols) in one parallel region, the rows of all the
 // matrices split over the threads as one range: decode's q, k and v (or gate and up) cost one
 // fork/join and one quantization of x instead of three. Each output equals matvec's, bit for bit.
 void matvec_group(std::span<const MatvecTask> tasks, const float* x);
 void matvec_group(std::span<const MatvecTask> tasks, const float* x, Isa isa);
+
+// The most tokens matvec_group takes at once.
+inline constexpr int64_t kRowStreamTokens = 8;
+// The same for `tokens` <= kRowStreamTokens inputs x (tokens, x_stride) at once: each row of
+// every matrix comes from memory once and meets every token's input while it is in L1, so a
+// step of a few sequences reads the weights once (matmul's path for 1-2 tokens of most types).
+// Each output equals matvec's of that token, bit for bit.
+void matvec_group(std::span<const MatvecTask> tasks, const float* x, int64_t x_stride, int64_t tokens, Isa isa);
 
 // The reference: the scalar kernels on one thread, sums in order. Everything else is tested
 // against it.

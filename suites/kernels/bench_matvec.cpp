@@ -1,7 +1,7 @@
 // Matrix-vector kernels at the decode shapes of TinyLlama-1.1B and LLaMA-7B, for every weight
 // type and every ISA level this CPU runs, with the single-threaded scalar reference beside them,
 // and (matvec_decode, the decode rate `cpullm tune` predicts from) a decode step's layers in turn
-// as the engine runs them. bytes/s counts the weight bytes read: the figure to hold against
+// as the engine runs them, for one sequence or several decoded together. bytes/s counts the weight bytes read: the figure to hold against
 // bench_memory's read roof.
 #include <benchmark/benchmark.h>
 
@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "engine/kernels/matmul.hpp"
 #include "engine/kernels/matvec.hpp"
 #include "suites/kernels/random_weights.hpp"
 
@@ -107,12 +108,14 @@ void GroupCases(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_MatvecGroup)->Name("matvec_group")->Apply(GroupCases)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
-// Decode as the engine runs it, one layer per iteration: q, k, v as one matvec_group, o, gate
-// and up as one matvec_group, down (engine/model/model.cpp, one token), the layers taken in turn
-// from a set of copies of one layer of random weights. A set the size of a model's decode step,
-// in a file mapping, is what that step streams: from the caches what they hold of it, the rest
-// from memory, through 4 KiB pages of the page cache. One layer in heap memory, repeated, is
-// closer to what matvec above times. bytes/s counts the layer's weight bytes.
+// Decode as the engine runs it, one layer per iteration: for one token q, k, v as one
+// matvec_group, o, gate and up as one matvec_group, down; for a step of several sequences'
+// tokens one matmul per matrix (engine/model/model.cpp). The layers are taken in turn from a set
+// of copies of one layer of random weights. A set the size of a model's decode step, in a file
+// mapping, is what that step streams: from the caches what they hold of it, the rest from
+// memory, through 4 KiB pages of the page cache. One layer in heap memory, repeated, is closer
+// to what matvec above times. bytes/s counts the layer's weight bytes, read once per step
+// whatever the tokens.
 enum DecodeMatrix { q, k, v, o, gate, up, down, kDecodeMatrices };
 
 // The set: `layers` copies of one layer, its matrices end to end, each at a 64-byte boundary
@@ -165,12 +168,18 @@ const DecodeSet& decode_set(GgmlType type, int64_t dim, int64_t ffn, int64_t kv_
   return set;
 }
 
-// One token through layer l of the set, as the engine's decode runs a layer's projections.
-void run_decode_layer(const DecodeSet& set, int64_t l, GgmlType type, Isa isa, const float* x,
+// A step's `tokens` tokens through layer l of the set, as the engine's decode runs a layer's
+// projections. x: (tokens, max(dim, ffn)); y[m]: (tokens, rows of m).
+void run_decode_layer(const DecodeSet& set, int64_t l, GgmlType type, Isa isa, int64_t tokens, const float* x,
                       std::vector<float> (&y)[kDecodeMatrices]) {
   cpullm::WeightMatrix w[kDecodeMatrices];
   for (int m = 0; m < kDecodeMatrices; ++m)
     w[m] = {set.base + l * set.layer_bytes + set.offsets[m], type, set.rows[m], set.cols[m]};
+  if (tokens > 1) {
+    const int64_t x_stride = std::max(set.cols[q], set.cols[down]);
+    for (int m = 0; m < kDecodeMatrices; ++m) cpullm::matmul(y[m].data(), w[m].rows, w[m], x, x_stride, tokens, isa);
+    return;
+  }
   const cpullm::MatvecTask qkv[] = {{y[q].data(), &w[q]}, {y[k].data(), &w[k]}, {y[v].data(), &w[v]}};
   const cpullm::MatvecTask gate_up[] = {{y[gate].data(), &w[gate]}, {y[up].data(), &w[up]}};
   cpullm::matvec_group(qkv, x, isa);
@@ -180,7 +189,8 @@ void run_decode_layer(const DecodeSet& set, int64_t l, GgmlType type, Isa isa, c
 }
 
 // Arguments: weight type, dim, ffn (gate/up rows), kv dim (k/v rows), ISA, where the weights
-// lie (0: heap, 1: a temporary file, mapped), the set's size in MiB (0: one layer).
+// lie (0: heap, 1: a temporary file, mapped), the set's size in MiB (0: one layer), tokens per
+// step (sequences decoded together).
 void BM_MatvecDecode(benchmark::State& state) {
   const auto type = static_cast<GgmlType>(state.range(0));
   const auto isa = static_cast<Isa>(state.range(4));
@@ -190,27 +200,29 @@ void BM_MatvecDecode(benchmark::State& state) {
   }
   const DecodeSet& set = decode_set(type, state.range(1), state.range(2), state.range(3), state.range(5) != 0,
                                     state.range(6));
-  std::vector<float> x(std::max(state.range(1), state.range(2)), 0.5f);
+  const int64_t tokens = state.range(7);
+  std::vector<float> x(tokens * std::max(state.range(1), state.range(2)), 0.5f);
   std::vector<float> y[kDecodeMatrices];
-  for (int m = 0; m < kDecodeMatrices; ++m) y[m].resize(set.rows[m]);
+  for (int m = 0; m < kDecodeMatrices; ++m) y[m].resize(tokens * set.rows[m]);
   // Untimed, every layer once: the mapping's page faults are a load's cost, not decode's (as
   // cpullm bench's warm-up run takes them).
-  for (int64_t l = 0; l < set.layers; ++l) run_decode_layer(set, l, type, isa, x.data(), y);
+  for (int64_t l = 0; l < set.layers; ++l) run_decode_layer(set, l, type, isa, tokens, x.data(), y);
   int64_t next = 0;
   for (auto _ : state) {
-    run_decode_layer(set, next, type, isa, x.data(), y);
+    run_decode_layer(set, next, type, isa, tokens, x.data(), y);
     next = (next + 1) % set.layers;
     benchmark::DoNotOptimize(y[0].data());
   }
   state.SetBytesProcessed(state.iterations() * set.layer_bytes);
   state.SetLabel(std::string(cpullm::ggml_type_name(type)) + " " + std::string(cpullm::isa_name(isa)) + ", " +
                  std::to_string(set.layers) + " layer(s) of " + std::to_string(set.layer_bytes >> 20) + " MiB in " +
-                 (set.mapping ? "a file mapping" : "heap memory"));
+                 (set.mapping ? "a file mapping" : "heap memory") + ", " + std::to_string(tokens) + " token(s) a step");
 }
 
-// The sets of 0 MiB (one layer) and 1 GiB (bench_memory's read buffer: beyond any cache) by
-// default; --decode_set_mib=LIST gives others (tune: the bytes of the model's decode step).
-void register_decode_cases(const std::vector<int64_t>& set_mib) {
+// The sets of 0 MiB (one layer) and 1 GiB (bench_memory's read buffer: beyond any cache), one
+// token a step, by default; --decode_set_mib=LIST and --decode_tokens=LIST give others (tune:
+// the bytes of the model's decode step, the sequences of its points).
+void register_decode_cases(const std::vector<int64_t>& set_mib, const std::vector<int64_t>& tokens) {
   benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark("matvec_decode", BM_MatvecDecode);
   for (auto type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
                     GgmlType::CPULLM_INT8_CHANNEL})
@@ -218,28 +230,35 @@ void register_decode_cases(const std::vector<int64_t>& set_mib) {
       for (Isa isa : {Isa::Avx2, Isa::Avx512})
         for (int in_file : {0, 1})
           for (int64_t mib : set_mib)
-            b->Args({static_cast<int64_t>(type), dim, ffn, kv_dim, static_cast<int64_t>(isa), in_file, mib});
+            for (int64_t n : tokens)
+              b->Args({static_cast<int64_t>(type), dim, ffn, kv_dim, static_cast<int64_t>(isa), in_file, mib, n});
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 
-}  // namespace
-
-// BENCHMARK_MAIN, plus --decode_set_mib=N[,N...] for matvec_decode.
-int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  std::vector<int64_t> set_mib = {0, 1024};
-  const std::string flag = "--decode_set_mib=";
+// Removes --NAME=N[,N...] from argv and returns its list, or `fallback` where it is absent.
+std::vector<int64_t> take_list_flag(int& argc, char** argv, const std::string& name, std::vector<int64_t> fallback) {
+  const std::string flag = "--" + name + "=";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind(flag, 0) != 0) continue;
-    set_mib.clear();
+    fallback.clear();
     std::stringstream list(arg.substr(flag.size()));
-    for (std::string item; std::getline(list, item, ',');) set_mib.push_back(std::stoll(item));
+    for (std::string item; std::getline(list, item, ',');) fallback.push_back(std::stoll(item));
     std::copy(argv + i + 1, argv + argc + 1, argv + i);  // argv[argc] is nullptr
     --argc;
     --i;
   }
-  register_decode_cases(set_mib);
+  return fallback;
+}
+
+}  // namespace
+
+// BENCHMARK_MAIN, plus --decode_set_mib=N[,N...] and --decode_tokens=N[,N...] for matvec_decode.
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  const std::vector<int64_t> set_mib = take_list_flag(argc, argv, "decode_set_mib", {0, 1024});
+  const std::vector<int64_t> tokens = take_list_flag(argc, argv, "decode_tokens", {1});
+  register_decode_cases(set_mib, tokens);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

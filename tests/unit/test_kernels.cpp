@@ -163,6 +163,27 @@ TEST(Matvec, ReadsNothingPastTheMatrix) {
     }
 }
 
+std::vector<float> uniform_input(int64_t n, std::mt19937& rng) {
+  std::vector<float> x(static_cast<std::size_t>(n));
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  for (float& v : x) v = dist(rng);
+  return x;
+}
+
+// check(isa, threads) at every ISA level this CPU runs and 1 to 3 threads.
+template <typename Check>
+void for_each_isa_and_thread_count(Check check) {
+  const int threads = omp_get_max_threads();
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    if (!cpu_supports(isa)) continue;
+    for (int t : {1, 2, 3}) {
+      omp_set_num_threads(t);
+      check(isa, t);
+    }
+  }
+  omp_set_num_threads(threads);
+}
+
 // A group mixes formats and sizes so that the threads' split of the concatenated rows falls
 // inside matrices and across their ends; each output must be matvec's, bit for bit.
 TEST(MatvecGroup, EqualsOneMatvecPerMatrixAtEveryIsaAndThreadCount) {
@@ -171,29 +192,58 @@ TEST(MatvecGroup, EqualsOneMatvecPerMatrixAtEveryIsaAndThreadCount) {
   for (auto [type, rows] : {std::pair{GgmlType::Q4_0, 5}, {GgmlType::Q8_0, 7}, {GgmlType::F16, 3},
                             {GgmlType::CPULLM_INT8_CHANNEL, 1}, {GgmlType::Q4_0, 33}})
     matrices.push_back(random_matrix(type, rows, 96, rng));
-  std::vector<float> x(96);
-  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
-  for (float& v : x) v = dist(rng);
-  const int threads = omp_get_max_threads();
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
-    if (!cpu_supports(isa)) continue;
-    for (int t : {1, 2, 3}) {
-      omp_set_num_threads(t);
-      std::vector<std::vector<float>> grouped, single;
+  const std::vector<float> x = uniform_input(96, rng);
+  for_each_isa_and_thread_count([&](Isa isa, int t) {
+    std::vector<std::vector<float>> grouped, single;
+    std::vector<MatvecTask> tasks;
+    for (const Matrix& m : matrices) {
+      grouped.emplace_back(m.view.rows, -1.0f);
+      single.emplace_back(m.view.rows);
+    }
+    for (std::size_t i = 0; i < matrices.size(); ++i) tasks.push_back({grouped[i].data(), &matrices[i].view});
+    matvec_group(tasks, x.data(), isa);
+    for (std::size_t i = 0; i < matrices.size(); ++i) {
+      matvec(single[i].data(), matrices[i].view, x.data(), isa);
+      EXPECT_EQ(grouped[i], single[i]) << isa_name(isa) << ", " << t << " threads, matrix " << i;
+    }
+  });
+}
+
+// Several tokens at once (decode steps of a few sequences): each token's outputs are matvec's,
+// bit for bit, at every ISA and thread count, with strides wider than the rows, for up to the
+// most tokens it takes; one more is refused.
+TEST(MatvecGroup, SeveralTokensEqualOneMatvecPerToken) {
+  std::mt19937 rng(11);
+  std::vector<Matrix> matrices;
+  for (auto [type, rows] : {std::pair{GgmlType::Q4_0, 5}, {GgmlType::Q8_0, 7}, {GgmlType::F16, 3},
+                            {GgmlType::BF16, 4}, {GgmlType::CPULLM_INT8_CHANNEL, 2}, {GgmlType::F32, 9}})
+    matrices.push_back(random_matrix(type, rows, 96, rng));
+  constexpr int64_t kXStride = 100, kYStride = 12;  // padding the kernels must leave alone
+  const std::vector<float> x = uniform_input(kRowStreamTokens * kXStride, rng);
+  for_each_isa_and_thread_count([&](Isa isa, int t) {
+    for (int64_t tokens : {int64_t{2}, int64_t{3}, kRowStreamTokens}) {
+      std::vector<std::vector<float>> grouped;
       std::vector<MatvecTask> tasks;
-      for (const Matrix& m : matrices) {
-        grouped.emplace_back(m.view.rows, -1.0f);
-        single.emplace_back(m.view.rows);
-      }
-      for (std::size_t i = 0; i < matrices.size(); ++i) tasks.push_back({grouped[i].data(), &matrices[i].view});
-      matvec_group(tasks, x.data(), isa);
+      for (std::size_t i = 0; i < matrices.size(); ++i) grouped.emplace_back(tokens * kYStride, -1.0f);
+      for (std::size_t i = 0; i < matrices.size(); ++i) tasks.push_back({grouped[i].data(), &matrices[i].view, kYStride});
+      matvec_group(tasks, x.data(), kXStride, tokens, isa);
       for (std::size_t i = 0; i < matrices.size(); ++i) {
-        matvec(single[i].data(), matrices[i].view, x.data(), isa);
-        EXPECT_EQ(grouped[i], single[i]) << isa_name(isa) << ", " << t << " threads, matrix " << i;
+        const int64_t rows = matrices[i].view.rows;
+        for (int64_t k = 0; k < tokens; ++k) {
+          std::vector<float> single(rows);
+          matvec(single.data(), matrices[i].view, x.data() + k * kXStride, isa);
+          const auto out = grouped[i].begin() + k * kYStride;
+          EXPECT_EQ(std::vector<float>(out, out + rows), single)
+              << isa_name(isa) << ", " << t << " threads, " << tokens << " tokens, matrix " << i << ", token " << k;
+          EXPECT_TRUE(std::all_of(out + rows, out + kYStride, [](float v) { return v == -1.0f; }))
+              << "padding written, matrix " << i;
+        }
       }
     }
-  }
-  omp_set_num_threads(threads);
+  });
+  std::vector<float> y((kRowStreamTokens + 1) * kYStride), wide_x((kRowStreamTokens + 1) * kXStride);
+  const MatvecTask task{y.data(), &matrices[0].view, kYStride};
+  EXPECT_THROW(matvec_group({&task, 1}, wide_x.data(), kXStride, kRowStreamTokens + 1, Isa::Scalar), Error);
 }
 
 TEST(MatvecGroup, RefusesMatricesOfDifferentWidths) {
