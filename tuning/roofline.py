@@ -9,11 +9,12 @@ and its compute time.
 
 For another box the roofs (`Roofs`) come from a hardware profile: bandwidth and per format the
 GEMM rate (prefill; FLOP/s). On this machine (`tune --hardware host`) the model is finer, since
-its inputs can be measured: each matrix takes its bytes over the decode rate of its format
-(decode), or its FLOPs over the GEMM rate at its size and chunk length (prefill), at the point's
-thread count (`KernelRates`, from bench_kernels), and everything that is not a matrix product
-(attention, norms, RoPE, the activation, embedding, sampling, the serial parts) takes the time a
-calibration run of `cpullm profile` measured for it (`Overhead`).
+its inputs can be measured: each matrix takes its bytes over the decode rate of its format at the
+step's tokens (decode, one token per sequence decoded together), or its FLOPs over the GEMM rate
+at its size and chunk length (prefill), at the point's thread count (`KernelRates`, from
+bench_kernels), and everything that is not a matrix product (attention, norms, RoPE, the
+activation, embedding, sampling, the serial parts) takes the time a calibration run of `cpullm
+profile` measured for it (`Overhead`), per sequence where it grows with them.
 """
 import fnmatch
 import math
@@ -189,7 +190,8 @@ DECODE_LAYER_SHAPES = ((2048, 5632, 256), (4096, 11008, 4096))
 # project's VM slow to memory speed from 256 MiB on (docs/tuning.md), so beyond 1 GiB (the read
 # roof's buffer) a larger set changes nothing but the time to write it.
 DECODE_SET_MAX_MIB = 1024
-# `cpullm profile`'s regions that are matrix products; the others are the overhead.
+# `cpullm profile`'s regions that are matrix products; the others are the overhead. Of those, the
+# time outside every region (fork/joins, the engine's serial steps) is a step's, whatever its tokens.
 MATRIX_REGIONS = {"q_proj", "k_proj", "v_proj", "o_proj", "ffn_gate", "ffn_up", "ffn_down", "lm_head"}
 
 
@@ -198,9 +200,10 @@ class KernelRates:
     """One thread count's kernel rates on this machine, measured now by bench_kernels."""
     threads: int
     bandwidth_gbs: float  # read bandwidth
-    # format -> GB/s of weights of decode layers in turn, from a file mapping, over a set the size
-    # of the model's decode step (matvec_decode): the caches hold of it what they hold of the model's
-    matvec_gbs: dict
+    # (format, tokens a step) -> GB/s of weights of decode layers in turn, from a file mapping, over
+    # a set the size of the model's decode step (matvec_decode): the caches hold of it what they
+    # hold of the model's
+    decode_gbs: dict
     gemm_gflops: dict  # (format, (rows, cols), tokens) -> GFLOP/s
 
 
@@ -210,6 +213,7 @@ class Overhead:
     one thread count: a calibration run, never one of the points the predictions are checked
     against."""
     decode_s: float  # per decode step: embedding, norms, RoPE, activation, sampling, serial parts
+    decode_per_token_s: float  # of decode_s, what each further token of a step adds (all but the serial parts)
     decode_attention_s: float  # per decode step, at decode_position cached positions
     decode_position: float
     prefill_s: float  # the prompt's, but attention (grows with the prompt's tokens)
@@ -222,13 +226,15 @@ def overhead_from_profile(profile):
     def split(phase):
         regions = {r["name"]: r["seconds"] for r in phase["regions"]}
         attention = regions.get("attention", 0.0)
-        return phase["seconds"] - attention - sum(regions.get(name, 0.0) for name in MATRIX_REGIONS), attention
+        per_token = sum(v for name, v in regions.items() if name not in MATRIX_REGIONS and name != "attention")
+        return phase["seconds"] - attention - sum(regions.get(name, 0.0) for name in MATRIX_REGIONS), attention, per_token
     phases = {p["name"]: p for p in profile["phases"]}
     prefill, decode = phases["prefill"], phases["decode"]
-    decode_other, decode_attention = split(decode)
-    prefill_other, prefill_attention = split(prefill)
+    decode_other, decode_attention, decode_per_token = split(decode)
+    prefill_other, prefill_attention, _ = split(prefill)
     steps = decode["tokens"]
-    return Overhead(decode_s=decode_other / steps, decode_attention_s=decode_attention / steps,
+    return Overhead(decode_s=decode_other / steps, decode_per_token_s=decode_per_token / steps,
+                    decode_attention_s=decode_attention / steps,
                     decode_position=prefill["tokens"] + (steps - 1) / 2,
                     prefill_s=prefill_other, prefill_attention_s=prefill_attention, prompt=prefill["tokens"])
 
@@ -278,36 +284,45 @@ def gemm_rate(rates, fmt, rows, cols, tokens):
     return low + (high - low) * w
 
 
-def weight_rate(rates, fmt):
-    """Bytes/s a decode step streams a matrix of this format at: matvec_decode's rate, uncapped
-    (its set, like the model's step, can be partly cache-resident and read faster than memory)."""
-    return rates.matvec_gbs[fmt] * 1e9
+def weight_rate(rates, fmt, tokens=1):
+    """Bytes/s a decode step of `tokens` tokens streams a matrix of this format at: matvec_decode's
+    rate, uncapped (its set, like the model's step, can be partly cache-resident and read faster
+    than memory)."""
+    return rates.decode_gbs[(fmt, tokens)] * 1e9
 
 
-def predict_decode_host(shape, fmt, rates, overhead, position, keep=""):
-    """(tokens/s, seconds per part) of one sequence's decode step at `position` cached positions:
-    every matrix's bytes at its format's weight rate, plus the measured overhead, its attention
-    part scaled by the positions attended."""
-    parts = {"matrices": sum(size / weight_rate(rates, f) for _, _, _, f, size in matrices(shape, fmt, keep)),
-             "attention": overhead.decode_attention_s * (position + 1) / (overhead.decode_position + 1),
-             "other": overhead.decode_s}
-    return 1 / sum(parts.values()), parts
+def predict_decode_host(shape, fmt, rates, overhead, position, keep="", sequences=1):
+    """(tokens/s of all sequences, seconds per part of a step) of a decode step of `sequences`
+    sequences (one token each) at `position` cached positions: every matrix's bytes at its
+    format's weight rate at that many tokens, plus the measured overhead: attention per sequence,
+    scaled by the positions attended, the rest per token but for the step's serial part."""
+    parts = {"matrices": sum(size / weight_rate(rates, f, sequences) for _, _, _, f, size in matrices(shape, fmt, keep)),
+             "attention": sequences * overhead.decode_attention_s * (position + 1) / (overhead.decode_position + 1),
+             "other": overhead.decode_s + (sequences - 1) * overhead.decode_per_token_s}
+    return sequences / sum(parts.values()), parts
 
 
-def predict_prefill_host(shape, fmt, rates, overhead, prompt, keep="", chunk=CHUNK):
-    """(seconds, seconds per part) of a `prompt`-token prefill in chunks of `chunk` tokens: each
-    chunk multiplies every matrix at the GEMM rate for its size and length; the output layer
-    runs once, for the last token's logits (a matvec); the overhead scales from the calibration's
-    prompt (attention with the square of the tokens, the rest linearly)."""
-    chunks = [chunk] * (prompt // chunk) + ([prompt % chunk] if prompt % chunk else [])
+def predict_prefill_host(shape, fmt, rates, overhead, prompt, keep="", chunk=CHUNK, sequences=1):
+    """(seconds, seconds per part) of the prefill of `sequences` prompts of `prompt` tokens, one
+    after another in chunks of `chunk` tokens (bench -np): each chunk multiplies every matrix at
+    the GEMM rate for its size and length; the output layer runs once per chunk in which prompts
+    end, for their last tokens' logits, at the decode rate of the nearest measured token count;
+    the overhead scales from the calibration's prompt (attention with the square of each
+    prompt's tokens, the rest linearly)."""
+    tokens = prompt * sequences
+    chunks = [chunk] * (tokens // chunk) + ([tokens % chunk] if tokens % chunk else [])
+    ends = [sum(1 for s in range(1, sequences + 1) if c * chunk < s * prompt <= (c + 1) * chunk)
+            for c in range(len(chunks))]
     out = output_layer(shape)
     gemm = lm_head = 0.0
     for name, rows, cols, f, size in matrices(shape, fmt, keep):
         if name == out:
-            lm_head = size / weight_rate(rates, f)
+            measured = [n for fm, n in rates.decode_gbs if fm == f]
+            lm_head = sum(size / weight_rate(rates, f, min(measured, key=lambda n: abs(n - k))) for k in ends if k)
         else:
             gemm += sum(2 * rows * cols * n / (gemm_rate(rates, f, rows, cols, n) * 1e9) for n in chunks)
     scale = prompt / overhead.prompt
-    parts = {"matrices": gemm, "output layer": lm_head, "attention": overhead.prefill_attention_s * scale ** 2,
-             "other": overhead.prefill_s * scale}
+    parts = {"matrices": gemm, "output layer": lm_head,
+             "attention": sequences * overhead.prefill_attention_s * scale ** 2,
+             "other": sequences * overhead.prefill_s * scale}
     return sum(parts.values()), parts

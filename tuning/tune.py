@@ -170,11 +170,13 @@ def bench_kernels_path(cpullm):
     return os.path.join(os.path.dirname(os.path.abspath(cpullm)), "suites", "kernels", "bench_kernels")
 
 
-def measure_rates(cpullm, formats, thread_counts, isa, gemm_shapes, decode_shape, set_mib, repetitions=3):
+def measure_rates(cpullm, formats, thread_counts, isa, gemm_shapes, decode_shape, set_mib, step_tokens=(1,),
+                  repetitions=3):
     """Kernel rates of this machine, measured now by bench_kernels, once per thread count
     (OMP_NUM_THREADS: a matvec on one core is not half of one on two): the read bandwidth, and
-    per format the decode rate (GB/s of weights: matvec_decode, the layers of `decode_shape`,
-    (dim, ffn, kv dim), in turn from a file mapping over a set of set_mib[format] MiB) and the
+    per format the decode rate at each of `step_tokens` tokens a step (GB/s of weights:
+    matvec_decode, the layers of `decode_shape`, (dim, ffn, kv dim), in turn from a file mapping
+    over a set of set_mib[format] MiB) and the
     GEMM rate (GFLOP/s) at the benchmarked shapes nearest the model's matrices and at 32- and
     512-token chunks; each the best of `repetitions` (other jobs on the machine only ever slow a
     run down, so the best is the closest to the machine's own speed; the points are compared at
@@ -188,12 +190,14 @@ def measure_rates(cpullm, formats, thread_counts, isa, gemm_shapes, decode_shape
     rates = {}
     for t in thread_counts:
         names = [f"memory_read/{t}/"]
-        names += [f"matvec_decode/{GGML_TYPE[f]}/{dim}/{ffn}/{kv_dim}/{isa_n}/1/{set_mib[f]}/" for f in formats]
+        names += [f"matvec_decode/{GGML_TYPE[f]}/{dim}/{ffn}/{kv_dim}/{isa_n}/1/{set_mib[f]}/{n}/"
+                  for f in formats for n in step_tokens]
         names += [f"matmul/{GGML_TYPE[f]}/{r}/{c}/{n}/{isa_n}/0/"
                   for f in formats for r, c in gemm_shapes for n in roofline.GEMM_TOKENS]
         out = measure.run_checked([binary, "--benchmark_filter=^(" + "|".join(names) + ")", "--benchmark_format=json",
                                    "--benchmark_min_time=0.1", f"--benchmark_repetitions={repetitions}",
-                                   "--decode_set_mib=" + ",".join(str(set_mib[f]) for f in formats)],
+                                   "--decode_set_mib=" + ",".join(str(set_mib[f]) for f in formats),
+                                   "--decode_tokens=" + ",".join(str(n) for n in step_tokens)],
                                   env=dict(os.environ, OMP_NUM_THREADS=str(t))).stdout
         best = {}
         for r in json.loads(out)["benchmarks"]:
@@ -205,7 +209,7 @@ def measure_rates(cpullm, formats, thread_counts, isa, gemm_shapes, decode_shape
         rates[t] = roofline.KernelRates(
             threads=t,
             bandwidth_gbs=next(v for f, v in best.items() if f[0] == "memory_read"),
-            matvec_gbs={by_type[int(f[1])]: v for f, v in best.items() if f[0] == "matvec_decode"},
+            decode_gbs={(by_type[int(f[1])], int(f[8])): v for f, v in best.items() if f[0] == "matvec_decode"},
             gemm_gflops={(by_type[int(f[1])], (int(f[2]), int(f[3])), int(f[4])): v
                          for f, v in best.items() if f[0] == "matmul"})
     return rates
@@ -231,31 +235,36 @@ def print_inputs(label, rates, overheads, formats, decode_shape, set_mib):
     for t, r in sorted(rates.items()):
         print(f"  {t} thread(s): read bandwidth {r.bandwidth_gbs:.1f} GB/s; decode layers "
               f"{'x'.join(map(str, decode_shape))} (dim x ffn x kv dim) in turn from a file mapping: "
-              + ", ".join(f"{f} {r.matvec_gbs[f]:.1f} ({set_mib[f]} MiB)" for f in formats) + " GB/s of weights")
+              + ", ".join(f"{f} at {n} token(s) a step {v:.1f} ({set_mib[f]} MiB)" for (f, n), v in sorted(r.decode_gbs.items()))
+              + " GB/s of weights")
         for (f, (rows, cols), n), v in sorted(r.gemm_gflops.items()):
             print(f"    GEMM {f} {rows}x{cols}, {n} tokens: {v:.1f} GFLOP/s")
         if not overheads:
             continue
         o = overheads[t]
-        print(f"    overhead (cpullm profile): decode {o.decode_s * 1e3:.3f} ms/token + attention "
+        print(f"    overhead (cpullm profile): decode {o.decode_s * 1e3:.3f} ms/step ({o.decode_per_token_s * 1e3:.3f} "
+              f"of it per token) + attention "
               f"{o.decode_attention_s * 1e3:.3f} ms/token at position {o.decode_position:.0f}; prefill of {o.prompt} "
               f"tokens {o.prefill_s * 1e3:.1f} ms + attention {o.prefill_attention_s * 1e3:.1f} ms")
 
 
+def step_tokens(points):
+    """The tokens a decode step takes at the points (one per sequence), and 1 (a prompt's logits)."""
+    return sorted({1} | {p.get("sequences", 1) for p in points})
+
+
 def predict_points(points, shape, source_format, workload, rates, overheads, max_threads):
-    """Per point key: predicted decode tokens/s and TTFT ms with their parts, or None where the
-    model does not cover the point (several sequences)."""
+    """Per point key: predicted decode tokens/s (all sequences) and TTFT ms (all prompts) with
+    their parts."""
     predictions = {}
     for p in points:
-        if p.get("sequences", 1) != 1:
-            predictions[sp.point_key(p)] = None
-            continue
         t = p.get("threads", 0) or max_threads
-        fmt, keep = p.get("format", source_format), p.get("keep", "")
+        fmt, keep, sequences = p.get("format", source_format), p.get("keep", ""), p.get("sequences", 1)
         # bench's generation test decodes from an empty cache: positions 0 .. gen-1.
-        tps, dparts = roofline.predict_decode_host(shape, fmt, rates[t], overheads[t], (workload["gen"] - 1) / 2, keep)
+        tps, dparts = roofline.predict_decode_host(shape, fmt, rates[t], overheads[t], (workload["gen"] - 1) / 2, keep,
+                                                   sequences)
         ttft, pparts = roofline.predict_prefill_host(shape, fmt, rates[t], overheads[t], workload["prompt"], keep,
-                                                     p.get("batch", roofline.CHUNK))
+                                                     p.get("batch", roofline.CHUNK), sequences)
         predictions[sp.point_key(p)] = {"decode_tps": tps, "ttft_ms": ttft * 1e3, "decode_parts": dparts,
                                         "prefill_parts": pparts}
     return predictions
@@ -300,7 +309,8 @@ def tune_this_box(args, plan, profile):
 
     memory = sum(total for total, _ in oscheck.node_memory(args.root).values())
     fits = not memory or info["totals"]["bytes"] < memory
-    rates = measure_rates(args.cpullm, formats, thread_counts, isa, gemm_shapes, decode_shape, set_mib)
+    rates = measure_rates(args.cpullm, formats, thread_counts, isa, gemm_shapes, decode_shape, set_mib,
+                          step_tokens(points))
     if fits:
         overheads = measure_overheads(args.cpullm, args.model, thread_counts, workload)
         calibration = (f"overhead calibration: cpullm profile -m {args.model} -p {workload['prompt']} "
@@ -309,18 +319,17 @@ def tune_this_box(args, plan, profile):
         print(f"\n{args.model}: {gib(info['totals']['bytes'])} does not fit this machine's {gib(memory)} of memory: "
               "planning only (kernel rates measured; the model is not run, so what is not a matrix product is not "
               "calibrated and left out: the predictions below are bounds, decode from above and TTFT from below)")
-        overheads = {t: roofline.Overhead(0.0, 0.0, 0.0, 0.0, 0.0, workload["prompt"]) for t in thread_counts}
+        overheads = {t: roofline.Overhead(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, workload["prompt"]) for t in thread_counts}
         calibration = "no overhead calibration"
     print_inputs(f"\nroofs measured now (bench_kernels, ISA {isa}; {calibration})", rates, overheads if fits else None,
                  formats, decode_shape, set_mib)
     before = predict_points(points, shape, sweep.source_format, workload, rates, overheads, max_threads)
     print(f"\nPREDICTIONS before measuring (prompt {workload['prompt']}, decode of {workload['gen']} tokens from "
-          f"position 0, as bench's tests; parts in ms):")
+          f"position 0, as bench's tests, per sequence; tokens/s and TTFT of all sequences; parts in ms):")
     for p in points:
         pr = before[sp.point_key(p)]
-        print(f"  {sp.describe(p)}: " + ("not predicted: the model here covers one sequence" if pr is None else
-              f"decode {pr['decode_tps']:.2f} tokens/s ({parts_text(pr['decode_parts'])} per token), "
-              f"TTFT {pr['ttft_ms']:.0f} ms ({parts_text(pr['prefill_parts'])})"))
+        print(f"  {sp.describe(p)}: decode {pr['decode_tps']:.2f} tokens/s ({parts_text(pr['decode_parts'])} per step), "
+              f"TTFT {pr['ttft_ms']:.0f} ms ({parts_text(pr['prefill_parts'])})")
     if not fits:
         return
 
@@ -333,7 +342,7 @@ def tune_this_box(args, plan, profile):
     def remeasure(point, level):
         t = point.get("threads", 0) or max_threads
         fresh = measure_rates(args.cpullm, point_formats(shape, point, sweep.source_format), [t], isa, gemm_shapes,
-                              decode_shape, set_mib, 1)[t]
+                              decode_shape, set_mib, step_tokens([point]), 1)[t]
         key = (sp.point_key(point), level)
         interleaved[key] = best_rates(interleaved[key], fresh) if key in interleaved else fresh
 
@@ -353,7 +362,7 @@ def tune_this_box(args, plan, profile):
 def best_rates(a, b):
     """Each rate the better of two measurements of the same kernels."""
     return roofline.KernelRates(threads=a.threads, bandwidth_gbs=max(a.bandwidth_gbs, b.bandwidth_gbs),
-                                matvec_gbs={f: max(v, b.matvec_gbs[f]) for f, v in a.matvec_gbs.items()},
+                                decode_gbs={k: max(v, b.decode_gbs[k]) for k, v in a.decode_gbs.items()},
                                 gemm_gflops={k: max(v, b.gemm_gflops[k]) for k, v in a.gemm_gflops.items()})
 
 
@@ -383,7 +392,7 @@ def print_errors(args, results, before, adjacent, rates):
             if abs(err) > 0.15:
                 worst.append(f"{sp.describe(r['point'])} {name} {err:+.0%}")
         old = rates[fresh.threads]
-        drift = [fresh.matvec_gbs[f] / old.matvec_gbs[f] - 1 for f in fresh.matvec_gbs]
+        drift = [fresh.decode_gbs[k] / old.decode_gbs[k] - 1 for k in fresh.decode_gbs]
         drift += [v / old.gemm_gflops[k] - 1 for k, v in fresh.gemm_gflops.items()]
         lines.append(f"  level {r['level']}: {sp.describe(r['point'])}, {len(samples)} runs: " + "; ".join(text)
                      + f"; kernel rates moved {min(drift):+.0%}..{max(drift):+.0%} since the sweep began")

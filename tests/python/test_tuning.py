@@ -340,7 +340,9 @@ def roofline_against_hand_computed_numbers(ctx):
 def host_model_against_hand_computed_numbers(ctx):
     shape = tiny_shape()
     # Q8_0 matrices: attn_q 4352 B (q8_0) and ffn_down 6144 B (F16 fallback) per layer, output 6800 B (q8_0).
-    rates = roofline.KernelRates(threads=1, bandwidth_gbs=10.0, matvec_gbs={"q8_0": 1.0, "f16": 2.0},
+    # Decode rates at 1 and at 2 tokens a step (two sequences decoded together).
+    decode_gbs = {("q8_0", 1): 1.0, ("f16", 1): 2.0, ("q8_0", 2): 1.5, ("f16", 2): 3.0}
+    rates = roofline.KernelRates(threads=1, bandwidth_gbs=10.0, decode_gbs=decode_gbs,
                                  gemm_gflops={(f, (2048, 2048), n): g for f in ("q8_0", "f16")
                                               for n, g in ((32, 1.0), (512, 5.0))})
     profile = {"phases": [
@@ -348,10 +350,13 @@ def host_model_against_hand_computed_numbers(ctx):
          "regions": [{"name": "q_proj", "seconds": 0.004}, {"name": "attention", "seconds": 0.002},
                      {"name": "lm_head", "seconds": 0.001}, {"name": "rope", "seconds": 0.0005}]},
         {"name": "decode", "tokens": 4, "seconds": 0.008,
-         "regions": [{"name": "ffn_down", "seconds": 0.004}, {"name": "attention", "seconds": 0.002}]}]}
+         "regions": [{"name": "ffn_down", "seconds": 0.004}, {"name": "attention", "seconds": 0.002},
+                     {"name": "attn_norm", "seconds": 0.0004}]}]}
     overhead = roofline.overhead_from_profile(profile)
-    # Overhead: the phase less its matrix regions; decode per step, at mean position 10 + 1.5.
+    # Overhead: the phase less its matrix regions; decode per step, at mean position 10 + 1.5; of
+    # it, the regions (attn_norm) per token, the rest (outside every region) the step's.
     assert abs(overhead.decode_s - 0.002 / 4) < 1e-12 and abs(overhead.decode_attention_s - 0.002 / 4) < 1e-12
+    assert abs(overhead.decode_per_token_s - 0.0004 / 4) < 1e-12
     assert overhead.decode_position == 11.5 and overhead.prompt == 10
     assert abs(overhead.prefill_s - 0.003) < 1e-12 and abs(overhead.prefill_attention_s - 0.002) < 1e-12
     # Decode at position 22.5 (twice the calibration's positions + 1, less 1): the attention part doubles.
@@ -362,7 +367,13 @@ def host_model_against_hand_computed_numbers(ctx):
     assert abs(tps - 1 / (matrices + 0.0005 * 23 / 12.5 + 0.0005)) < 1e-9
     # A decode rate above the read bandwidth is used as it is: matvec_decode's set, like the
     # model's step, can be partly cache-resident.
-    above_roof = roofline.KernelRates(threads=1, bandwidth_gbs=1.5, matvec_gbs={"q8_0": 1.0, "f16": 2.0},
+    # Two sequences a step: the matrices at the 2-token rates, attention per sequence, the
+    # per-token overhead once more; tokens/s counts both sequences' tokens.
+    tps, parts = roofline.predict_decode_host(shape, "q8_0", rates, overhead, 22.0, sequences=2)
+    matrices2 = 2 * 4352 / 1.5e9 + 2 * 6144 / 3e9 + 6800 / 1.5e9
+    assert abs(parts["matrices"] - matrices2) < 1e-15 and abs(parts["attention"] - 2 * 0.0005 * 23 / 12.5) < 1e-15
+    assert abs(parts["other"] - 0.0006) < 1e-15 and abs(tps - 2 / sum(parts.values())) < 1e-9, parts
+    above_roof = roofline.KernelRates(threads=1, bandwidth_gbs=1.5, decode_gbs=decode_gbs,
                                       gemm_gflops={})
     _, parts = roofline.predict_decode_host(shape, "q8_0", above_roof, overhead, 22.0)
     assert abs(parts["matrices"] - matrices) < 1e-15, parts
@@ -378,6 +389,14 @@ def host_model_against_hand_computed_numbers(ctx):
     assert abs(parts["matrices"] - gemm) < 1e-15 and abs(parts["output layer"] - 6800 / 1e9) < 1e-15, parts
     assert abs(parts["attention"] - 0.008) < 1e-12 and abs(parts["other"] - 0.006) < 1e-12
     assert abs(seconds - sum(parts.values())) < 1e-15
+    # Two prompts of 10 tokens, one after the other, in chunks of 16: the same 20 tokens of GEMM,
+    # one prompt ending in each chunk (the output layer twice at the 1-token rate), attention and
+    # the rest per prompt; in one 512-token chunk both end together (the 2-token rate, once).
+    seconds, parts = roofline.predict_prefill_host(shape, "q8_0", rates, overhead, 10, chunk=16, sequences=2)
+    assert abs(parts["matrices"] - gemm) < 1e-15 and abs(parts["output layer"] - 2 * 6800 / 1e9) < 1e-15, parts
+    assert abs(parts["attention"] - 0.004) < 1e-12 and abs(parts["other"] - 0.006) < 1e-12
+    _, parts = roofline.predict_prefill_host(shape, "q8_0", rates, overhead, 10, sequences=2)
+    assert abs(parts["output layer"] - 6800 / 1.5e9) < 1e-15, parts
 
 
 def layer_shape(dim, ffn, kv_dim, fmt="f16"):
