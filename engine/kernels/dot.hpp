@@ -34,9 +34,27 @@ struct QuantizedActivations {
   const int32_t* offsets_nibble;      // (cols / 8) -8 * the sum of the 8 values nibble-order lane j meets
 };
 
-// row: (cols) weights in the table entry's format. activations: (cols) floats for the float
-// formats, a QuantizedActivations for the block-quantized ones.
-using RowDot = float (*)(const std::byte* row, const void* activations, int64_t cols);
+// The most tokens one row-kernel call takes: each token's accumulators stay in registers.
+inline constexpr int kRowDotTokens = 4;
+
+// The dot products of one row of weights with `tokens` (1..kRowDotTokens) activation vectors.
+// row: (cols) weights in the table entry's format. activations: (tokens) pointers, each to
+// (cols) floats for the float formats or to a QuantizedActivations for the block-quantized
+// ones. out: (tokens). The row is loaded, and widened or unpacked, once for all the tokens;
+// each token's sums run in the same order whatever the tokens beside it, so its result is the
+// same bit for bit.
+using RowDot = void (*)(const std::byte* row, const void* const* activations, int tokens, int64_t cols, float* out);
+
+// A RowDot from a kernel templated on its token count, Kernel<T>::run(row, activations, cols, out).
+template <template <int> typename Kernel>
+void by_token_count(const std::byte* row, const void* const* activations, int tokens, int64_t cols, float* out) {
+  switch (tokens) {
+    case 1: return Kernel<1>::run(row, activations, cols, out);
+    case 2: return Kernel<2>::run(row, activations, cols, out);
+    case 3: return Kernel<3>::run(row, activations, cols, out);
+    default: return Kernel<4>::run(row, activations, cols, out);
+  }
+}
 
 struct DotKernels {
   RowDot f32, f16, bf16;             // FP32 activations, FP32 accumulation

@@ -30,23 +30,43 @@ inline __m512 load16_bf16(const std::byte* p) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(widened, 16));
 }
 
-// Four 16-wide FMA accumulators; the last cols % 16 elements go through the scalar loads.
+// Four 16-wide FMA accumulators per token; each 16 weights are widened once for all T tokens;
+// the last cols % 16 elements go through the scalar loads.
 template <int kElement, __m512 (*Load16)(const std::byte*), float (*Load)(const std::byte*)>
-float dot_float_row(const std::byte* row, const void* activations, int64_t cols) {
-  const auto* x = static_cast<const float*>(activations);
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 64 <= cols; i += 64) {
-    acc0 = _mm512_fmadd_ps(Load16(row + i * kElement), _mm512_loadu_ps(x + i), acc0);
-    acc1 = _mm512_fmadd_ps(Load16(row + (i + 16) * kElement), _mm512_loadu_ps(x + i + 16), acc1);
-    acc2 = _mm512_fmadd_ps(Load16(row + (i + 32) * kElement), _mm512_loadu_ps(x + i + 32), acc2);
-    acc3 = _mm512_fmadd_ps(Load16(row + (i + 48) * kElement), _mm512_loadu_ps(x + i + 48), acc3);
-  }
-  for (; i + 16 <= cols; i += 16) acc0 = _mm512_fmadd_ps(Load16(row + i * kElement), _mm512_loadu_ps(x + i), acc0);
-  float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
-  for (; i < cols; ++i) sum += Load(row + i * kElement) * x[i];
-  return sum;
-}
+struct FloatRow {
+  template <int T>
+  struct Kernel {
+    static void run(const std::byte* row, const void* const* activations, int64_t cols, float* out) {
+      const float* x[T];
+      __m512 acc[T][4];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        x[t] = static_cast<const float*>(activations[t]);
+        for (__m512& a : acc[t]) a = _mm512_setzero_ps();
+      }
+      int64_t i = 0;
+      for (; i + 64 <= cols; i += 64) {
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; ++u) {
+          const __m512 w = Load16(row + (i + 16 * u) * kElement);
+#pragma GCC unroll 4
+          for (int t = 0; t < T; ++t) acc[t][u] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x[t] + i + 16 * u), acc[t][u]);
+        }
+      }
+      for (; i + 16 <= cols; i += 16) {
+        const __m512 w = Load16(row + i * kElement);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) acc[t][0] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x[t] + i), acc[t][0]);
+      }
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]), _mm512_add_ps(acc[t][2], acc[t][3])));
+        for (int64_t j = i; j < cols; ++j) sum += Load(row + j * kElement) * x[t][j];
+        out[t] = sum;
+      }
+    }
+  };
+};
 
 // Q8_0 and INT8_CHANNEL, two blocks per step in natural order: lanes 0-7 hold block b's sums,
 // lanes 8-15 block b + 1's. The weights go into vpdpbusd's unsigned side XOR 0x80 (weight +
@@ -74,21 +94,26 @@ inline __m512 pair_scales(const Q8_0Row& w, int64_t b, bool pair) {
 }
 inline __m512 pair_scales(const Int8ChannelRow& w, int64_t, bool) { return _mm512_set1_ps(w.row_scale); }
 
-template <typename Row>
-inline __m512 natural_pair(const Row& w, int64_t b, bool pair, const QuantizedActivations& a, __m512 acc) {
+template <int T, typename Row>
+inline void natural_pair(const Row& w, int64_t b, bool pair, const QuantizedActivations* const* a, __m512 (&acc)[T]) {
   const __m512i biased = _mm512_xor_si512(pair_weights(w, b, pair), _mm512_set1_epi8(static_cast<char>(0x80)));
-  const __m512i sums = _mm512_dpbusd_epi32(_mm512_loadu_si512(a.offsets_natural + b * 8), biased,
-                                           _mm512_loadu_si512(a.values + b * kQuantBlock));
-  const __m512 scales = _mm512_mul_ps(pair_scales(w, b, pair), _mm512_loadu_ps(a.scales_by_lane8 + b * 8));
-  return _mm512_fmadd_ps(scales, _mm512_cvtepi32_ps(sums), acc);
+  const __m512 weight_scales = pair_scales(w, b, pair);
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    const __m512i sums = _mm512_dpbusd_epi32(_mm512_loadu_si512(a[t]->offsets_natural + b * 8), biased,
+                                             _mm512_loadu_si512(a[t]->values + b * kQuantBlock));
+    const __m512 scales = _mm512_mul_ps(weight_scales, _mm512_loadu_ps(a[t]->scales_by_lane8 + b * 8));
+    acc[t] = _mm512_fmadd_ps(scales, _mm512_cvtepi32_ps(sums), acc[t]);
+  }
 }
 
 // Q4_0, a group of four blocks per step in nibble order: lanes 4k..4k+3 hold block b + k's
 // sums. Four 16-byte loads fill a register with the group's nibbles; an AND gives the low
-// nibbles of all four blocks and a shift and an AND the high ones, each meeting its 64
-// activations in one vpdpbusd (the nibbles go in unsigned, as stored), the lanes starting from
-// their zero-point offsets. A group of `count` < 4 blocks (the row's end) reads only those.
-inline __m512 q4_0_group(const BlockQ4_0* blocks, int count, const QuantizedActivations& a, int64_t b, __m512 acc) {
+// nibbles of all four blocks and a shift and an AND the high ones, once for every token; each
+// meets a token's 64 activations in one vpdpbusd (the nibbles go in unsigned, as stored), the
+// lanes starting from their zero-point offsets. A group of `count` < 4 blocks (the row's end) reads only those.
+template <int T>
+inline void q4_0_group(const BlockQ4_0* blocks, int count, const QuantizedActivations* const* a, int64_t b, __m512 (&acc)[T]) {
   const auto nibbles = [&](int k) {
     return k < count ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[k].nibbles)) : _mm_setzero_si128();
   };
@@ -98,9 +123,6 @@ inline __m512 q4_0_group(const BlockQ4_0* blocks, int count, const QuantizedActi
   group = _mm512_inserti32x4(group, nibbles(3), 3);
   const __m512i mask = _mm512_set1_epi8(0x0f);
   const __m512i low = _mm512_and_si512(group, mask), high = _mm512_and_si512(_mm512_srli_epi16(group, 4), mask);
-  const int8_t* acts = a.nibble_order + b * kQuantBlock;
-  __m512i sums = _mm512_dpbusd_epi32(_mm512_loadu_si512(a.offsets_nibble + b * 4), low, _mm512_loadu_si512(acts));
-  sums = _mm512_dpbusd_epi32(sums, high, _mm512_loadu_si512(acts + 2 * kQuantBlock));
   // The four FP16 scales, each four times: words 0, 9, 18, 27 of the group's first 64 bytes.
   __m512 weight_scales;
   if (count == 4) {
@@ -114,40 +136,54 @@ inline __m512 q4_0_group(const BlockQ4_0* blocks, int count, const QuantizedActi
     const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
     weight_scales = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_loadu_ps(four)));
   }
-  const __m512 scales = _mm512_mul_ps(weight_scales, _mm512_loadu_ps(a.scales_by_lane4 + b * 4));
-  return _mm512_fmadd_ps(scales, _mm512_cvtepi32_ps(sums), acc);
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    const int8_t* acts = a[t]->nibble_order + b * kQuantBlock;
+    __m512i sums = _mm512_dpbusd_epi32(_mm512_loadu_si512(a[t]->offsets_nibble + b * 4), low, _mm512_loadu_si512(acts));
+    sums = _mm512_dpbusd_epi32(sums, high, _mm512_loadu_si512(acts + 2 * kQuantBlock));
+    const __m512 scales = _mm512_mul_ps(weight_scales, _mm512_loadu_ps(a[t]->scales_by_lane4 + b * 4));
+    acc[t] = _mm512_fmadd_ps(scales, _mm512_cvtepi32_ps(sums), acc[t]);
+  }
 }
 
-// Two accumulators, for even and odd steps, so that a step need not wait on the last one's FMA.
+// Two accumulators per token, for even and odd steps, so that a step need not wait on the last
+// one's FMA.
 struct Avx512BlockDot {
-  template <typename Row>
-  static float run(const Row& w, const QuantizedActivations& a, int64_t cols) {
-    const int64_t blocks = cols / kQuantBlock;
-    __m512 even = _mm512_setzero_ps(), odd = _mm512_setzero_ps();
-    int64_t b = 0;
-    if constexpr (std::is_same_v<Row, Q4_0Row>) {
-      for (; b + 8 <= blocks; b += 8) {
-        even = q4_0_group(w.blocks + b, 4, a, b, even);
-        odd = q4_0_group(w.blocks + b + 4, 4, a, b + 4, odd);
+  template <int T>
+  struct Tokens {
+    template <typename Row>
+    static void run(const Row& w, const QuantizedActivations* const* a, int64_t cols, float* out) {
+      const int64_t blocks = cols / kQuantBlock;
+      __m512 even[T], odd[T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) even[t] = odd[t] = _mm512_setzero_ps();
+      int64_t b = 0;
+      if constexpr (std::is_same_v<Row, Q4_0Row>) {
+        for (; b + 8 <= blocks; b += 8) {
+          q4_0_group<T>(w.blocks + b, 4, a, b, even);
+          q4_0_group<T>(w.blocks + b + 4, 4, a, b + 4, odd);
+        }
+        for (; b < blocks; b += 4) q4_0_group<T>(w.blocks + b, blocks - b < 4 ? static_cast<int>(blocks - b) : 4, a, b, even);
+      } else {
+        for (; b + 4 <= blocks; b += 4) {
+          natural_pair<T>(w, b, true, a, even);
+          natural_pair<T>(w, b + 2, true, a, odd);
+        }
+        for (; b < blocks; b += 2) natural_pair<T>(w, b, b + 1 < blocks, a, even);
       }
-      for (; b < blocks; b += 4) even = q4_0_group(w.blocks + b, blocks - b < 4 ? static_cast<int>(blocks - b) : 4, a, b, even);
-    } else {
-      for (; b + 4 <= blocks; b += 4) {
-        even = natural_pair(w, b, true, a, even);
-        odd = natural_pair(w, b + 2, true, a, odd);
-      }
-      for (; b < blocks; b += 2) even = natural_pair(w, b, b + 1 < blocks, a, even);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) out[t] = _mm512_reduce_add_ps(_mm512_add_ps(even[t], odd[t]));
     }
-    return _mm512_reduce_add_ps(_mm512_add_ps(even, odd));
-  }
+  };
 };
 using Avx512IntegerKernels = IntegerRowKernels<Avx512BlockDot>;
 
 }  // namespace
 
 const DotKernels& avx512_dot_kernels() {
-  static const DotKernels kernels{dot_float_row<4, load16_f32, load_f32>, dot_float_row<2, load16_f16, load_f16>,
-                                  dot_float_row<2, load16_bf16, load_bf16>, Avx512IntegerKernels::q8_0,
+  static const DotKernels kernels{by_token_count<FloatRow<4, load16_f32, load_f32>::Kernel>,
+                                  by_token_count<FloatRow<2, load16_f16, load_f16>::Kernel>,
+                                  by_token_count<FloatRow<2, load16_bf16, load_bf16>::Kernel>, Avx512IntegerKernels::q8_0,
                                   Avx512IntegerKernels::q4_0, Avx512IntegerKernels::int8_channel};
   return kernels;
 }

@@ -1,5 +1,5 @@
-// The reference dot products: plain loops, sums in order. Every SIMD kernel is tested against
-// these; they are also the `--isa scalar` level.
+// The reference dot products: plain loops, sums in order, one token after another. Every SIMD
+// kernel is tested against these; they are also the `--isa scalar` level.
 #include "engine/kernels/dot.hpp"
 #include "engine/kernels/int8_rows.hpp"
 #include "engine/util/half.hpp"
@@ -8,25 +8,33 @@ namespace cpullm {
 namespace {
 
 template <std::size_t kElement, float (*Load)(const std::byte*)>
-float dot_float_row(const std::byte* row, const void* activations, int64_t cols) {
-  const auto* x = static_cast<const float*>(activations);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < cols; ++i) sum += Load(row + i * kElement) * x[i];
-  return sum;
+void dot_float_row(const std::byte* row, const void* const* activations, int tokens, int64_t cols, float* out) {
+  for (int t = 0; t < tokens; ++t) {
+    const auto* x = static_cast<const float*>(activations[t]);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < cols; ++i) sum += Load(row + i * kElement) * x[i];
+    out[t] = sum;
+  }
 }
 
 // An exact integer sum per block, scaled by both blocks' scales, summed in order.
 struct ScalarBlockDot {
-  template <typename Row>
-  static float run(const Row& w, const QuantizedActivations& a, int64_t cols) {
-    float sum = 0.0f;
-    for (int64_t b = 0; b < cols / kQuantBlock; ++b) {
-      int32_t block_sum = 0;
-      for (int64_t j = 0; j < kQuantBlock; ++j) block_sum += w.weight(b, j) * a.values[b * kQuantBlock + j];
-      sum += w.scale(b) * a.scales[b] * static_cast<float>(block_sum);
+  template <int T>
+  struct Tokens {
+    template <typename Row>
+    static void run(const Row& w, const QuantizedActivations* const* activations, int64_t cols, float* out) {
+      for (int t = 0; t < T; ++t) {
+        const QuantizedActivations& a = *activations[t];
+        float sum = 0.0f;
+        for (int64_t b = 0; b < cols / kQuantBlock; ++b) {
+          int32_t block_sum = 0;
+          for (int64_t j = 0; j < kQuantBlock; ++j) block_sum += w.weight(b, j) * a.values[b * kQuantBlock + j];
+          sum += w.scale(b) * a.scales[b] * static_cast<float>(block_sum);
+        }
+        out[t] = sum;
+      }
     }
-    return sum;
-  }
+  };
 };
 using ScalarIntegerKernels = IntegerRowKernels<ScalarBlockDot>;
 

@@ -48,18 +48,22 @@ struct Int8ChannelRow {
 };
 
 // The table entries for the integer formats, given an ISA's block kernel
-// `BlockDot::run(const Row&, const QuantizedActivations&, int64_t cols)`.
+// `BlockDot::Tokens<T>::run(const Row&, const QuantizedActivations* const* a, int64_t cols, float* out)`
+// for T tokens.
 template <typename BlockDot>
 struct IntegerRowKernels {
-  static float q8_0(const std::byte* row, const void* a, int64_t cols) {
-    return BlockDot::run(Q8_0Row::from(row), *static_cast<const QuantizedActivations*>(a), cols);
-  }
-  static float q4_0(const std::byte* row, const void* a, int64_t cols) {
-    return BlockDot::run(Q4_0Row::from(row), *static_cast<const QuantizedActivations*>(a), cols);
-  }
-  static float int8_channel(const std::byte* row, const void* a, int64_t cols) {
-    return BlockDot::run(Int8ChannelRow::from(row), *static_cast<const QuantizedActivations*>(a), cols);
-  }
+  template <typename Row>
+  struct Entry {
+    template <int T>
+    struct Kernel {
+      static void run(const std::byte* row, const void* const* a, int64_t cols, float* out) {
+        BlockDot::template Tokens<T>::run(Row::from(row), reinterpret_cast<const QuantizedActivations* const*>(a), cols, out);
+      }
+    };
+  };
+  static constexpr RowDot q8_0 = by_token_count<Entry<Q8_0Row>::template Kernel>;
+  static constexpr RowDot q4_0 = by_token_count<Entry<Q4_0Row>::template Kernel>;
+  static constexpr RowDot int8_channel = by_token_count<Entry<Int8ChannelRow>::template Kernel>;
 };
 
 }  // namespace cpullm

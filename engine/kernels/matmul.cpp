@@ -18,17 +18,17 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Whether matmul streams rows through matvec_group (each row from memory once, then against
-// every token's input from L1) instead of packing panels for the GEMM. Measured with
-// bench_kernels' matvec_decode (a decode step's layers from a file mapping, 2 threads, AVX-512,
-// TinyLlama-1.1B and LLaMA-7B widths; docs/kernels.md): at 2 tokens streaming was 1.3-2.3x
-// faster for F16, BF16 and Q4_0, but 0.88-1.16x for Q8_0, whose GEMM tile is quick at few
-// tokens (INT8_CHANNEL shares that tile); at 4 tokens the GEMM was faster in every case but
-// TinyLlama's Q4_0. The row kernels do one token per row pass, so their time grows with the
-// tokens while the GEMM's barely does. F32 takes F16's row kernel and its choice.
+// Whether matmul streams rows through matvec_group (each row from memory once, widened or
+// unpacked once per 4 tokens, every token's products in registers) instead of packing panels
+// for the GEMM. Measured with bench_kernels' matvec_decode (a decode step's layers from a file
+// mapping, 2 threads, AVX-512, TinyLlama-1.1B and LLaMA-7B layers; docs/kernels.md), streaming
+// against the GEMM: at 2 tokens 1.2-3.6x faster for every format; at 4 tokens 1.15-1.5x for F16,
+// but for the integer formats faster at TinyLlama's width (Q4_0 1.9x, Q8_0 1.2x) and slower at
+// LLaMA-7B's (0.93x, 0.64x), where 4 tokens' activations no longer fit in L1 beside the rows;
+// at 8 tokens (two passes over each row) the GEMM won everywhere.
 bool streams_rows(GgmlType type, int64_t tokens) {
-  constexpr int64_t kMostStreamedTokens = 2;
-  return tokens <= kMostStreamedTokens && type != GgmlType::Q8_0 && type != GgmlType::CPULLM_INT8_CHANNEL;
+  const bool float_weights = type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16;
+  return tokens <= 2 || (tokens <= 4 && float_weights);
 }
 
 // A thread's packed panels, reused from call to call; 64-byte aligned so that every panel

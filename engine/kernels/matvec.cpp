@@ -159,7 +159,7 @@ void matvec_group(std::span<const MatvecTask> tasks, const float* x, int64_t x_s
   // and each output is one thread's sequential dot product, whatever the thread count. (Chunks
   // of 128 KiB handed out dynamically, for threads the OS deschedules on a shared host, were
   // slower in 13 of 20 cases of bench_kernels' matvec and matvec_group, by up to 47%.) A row
-  // meets every token's input in turn: it comes from memory once and from L1 after that.
+  // comes from memory once and is widened or unpacked once per kRowDotTokens tokens.
   if (total_rows == 0) return;
   const std::vector<PreparedTask>& work = prepared;  // this thread's list, named for the workers
 #pragma omp parallel
@@ -171,7 +171,12 @@ void matvec_group(std::span<const MatvecTask> tasks, const float* x, int64_t x_s
       const int64_t lo = std::max(begin, first) - first, hi = std::min(end, first + t.rows) - first;
       for (int64_t r = lo; r < hi; ++r) {
         const std::byte* row = t.w + r * t.stride;
-        for (int64_t k = 0; k < tokens; ++k) t.y[k * t.y_stride + r] = t.dot(row, t.activations[k], cols);
+        for (int64_t k0 = 0; k0 < tokens; k0 += kRowDotTokens) {
+          const int n = static_cast<int>(std::min<int64_t>(kRowDotTokens, tokens - k0));
+          float out[kRowDotTokens];
+          t.dot(row, &t.activations[k0], n, cols, out);
+          for (int k = 0; k < n; ++k) t.y[(k0 + k) * t.y_stride + r] = out[k];
+        }
       }
       first += t.rows;
     }
@@ -183,7 +188,7 @@ void matvec_reference(float* y, const WeightMatrix& w, const float* x) {
   const RowDot dot = entry_for_type(scalar_dot_kernels(), w.type);
   const void* activations = prepare_activations(w, x);
   const int64_t stride = row_bytes(w);
-  for (int64_t r = 0; r < w.rows; ++r) y[r] = dot(w.data + r * stride, activations, w.cols);
+  for (int64_t r = 0; r < w.rows; ++r) dot(w.data + r * stride, &activations, 1, w.cols, &y[r]);
 }
 
 void weight_row_to_float(float* out, const WeightMatrix& w, int64_t row) {

@@ -47,9 +47,9 @@ void matvec_group(std::span<const MatvecTask> tasks, const float* x, Isa isa);
 // The most tokens matvec_group takes at once.
 inline constexpr int64_t kRowStreamTokens = 8;
 // The same for `tokens` <= kRowStreamTokens inputs x (tokens, x_stride) at once: each row of
-// every matrix comes from memory once and meets every token's input while it is in L1, so a
-// step of a few sequences reads the weights once (matmul's path for 1-2 tokens of most types).
-// Each output equals matvec's of that token, bit for bit.
+// every matrix comes from memory once and is widened or unpacked once per 4 tokens, whose
+// products the row kernels accumulate side by side (matmul's path for a decode step of a few
+// sequences). Each output equals matvec's of that token, bit for bit.
 void matvec_group(std::span<const MatvecTask> tasks, const float* x, int64_t x_stride, int64_t tokens, Isa isa);
 
 // The reference: the scalar kernels on one thread, sums in order. Everything else is tested
