@@ -14,9 +14,6 @@
 #include "engine/util/error.hpp"
 
 namespace cpullm {
-namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Whether matmul streams rows through matvec_group (each row from memory once, widened or
 // unpacked once per 4 tokens, every token's products in registers) instead of packing panels
@@ -26,10 +23,14 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // but for the integer formats faster at TinyLlama's width (Q4_0 1.9x, Q8_0 1.2x) and slower at
 // LLaMA-7B's (0.93x, 0.64x), where 4 tokens' activations no longer fit in L1 beside the rows;
 // at 8 tokens (two passes over each row) the GEMM won everywhere.
-bool streams_rows(GgmlType type, int64_t tokens) {
+bool matmul_streams_rows(GgmlType type, int64_t tokens) {
   const bool float_weights = type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16;
   return tokens <= 2 || (tokens <= 4 && float_weights);
 }
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // A thread's packed panels, reused from call to call; 64-byte aligned so that every panel
 // vector load is one cache line.
@@ -163,7 +164,7 @@ void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, i
   if (!matvec_supports(w.type, w.cols))
     fail("matmul: no kernel for weight type {} with {} columns", ggml_type_name(w.type), w.cols);
   if (tokens <= 0 || w.rows <= 0) return;
-  if (streams_rows(w.type, tokens)) {
+  if (matmul_streams_rows(w.type, tokens)) {
     const MatvecTask task{y, &w, y_stride};
     return matvec_group({&task, 1}, x, x_stride, tokens, isa);
   }

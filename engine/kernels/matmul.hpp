@@ -1,5 +1,6 @@
 // Matrix-matrix products for prefill and batches: Y (tokens, rows) = X (tokens, cols) . W^T,
-// with W as it lies in the mapping (any type matvec runs). A few weight rows at a time are
+// with W as it lies in the mapping (any type matvec runs). For a few tokens each row is
+// streamed once through the row kernels (matvec_group); otherwise a few weight rows at a time are
 // packed into a thread's panel (gemm.hpp) and a register-tiled micro-kernel per ISA level runs
 // every tile of tokens over it; the file's pages are only read, so every process mapping it
 // keeps sharing them. Activations are used in place (float formats) or quantized to Q8_0 once
@@ -11,6 +12,10 @@
 #include "engine/kernels/matvec.hpp"
 
 namespace cpullm {
+
+// Whether matmul runs `tokens` tokens of this type through matvec_group, streaming each row
+// once (a decode step of a few sequences), instead of packing panels for the GEMM.
+bool matmul_streams_rows(GgmlType type, int64_t tokens);
 
 // y (tokens, y_stride): y[t * y_stride + r] = W row r . x[t * x_stride ...] for r < w.rows,
 // t < tokens; x is (tokens, x_stride) with w.cols values per token. Row blocks are split over

@@ -169,15 +169,27 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
     ScopedRegion scope(region, rmsnorm_cost(dim, n));
     for (int64_t t = 0; t < n; ++t) rmsnorm(&b.xb[t * dim], &b.x[t * dim], weight, dim, c.rms_eps);
   };
-  // Projections of b.xb into outputs of (n, their matrix's rows): for one token a single
-  // matvec_group (one fork/join, b.xb quantized once), for several one matmul each. Task i is
-  // region regions[i]; the group's time is split among them (see ScopedRegion).
+  // Projections of b.xb into outputs of (n, their matrix's rows). Where matmul would stream rows
+  // for n tokens, a single matvec_group: one fork/join, each token's row of b.xb quantized once
+  // for all the matrices. Otherwise, and wherever rows are split their own way (--numa mpi,
+  // per-thread placements), one project each. Task i is region regions[i]; the group's time is
+  // split among them (see ScopedRegion).
+  const WeightPlacement* placement = options_.placement.get();
+  const bool rows_split_elsewhere = options_.tensor_parallel || (placement && placement->per_thread_rows());
   auto project_normalised = [&](std::initializer_list<MatvecTask> tasks, std::initializer_list<Region> regions) {
-    if (n == 1) {
+    const bool grouped = !rows_split_elsewhere && std::all_of(tasks.begin(), tasks.end(), [&](const MatvecTask& t) {
+      return matmul_streams_rows(t.w->type, n);
+    });
+    if (grouped) {
       std::array<RegionShare, kMaxFusedRegions> shares;
-      for (std::size_t i = 0; i < tasks.size(); ++i) shares[i] = {regions.begin()[i], matmul_cost(*tasks.begin()[i].w, 1)};
+      std::array<MatvecTask, kMaxFusedRegions> group;
+      for (std::size_t i = 0; i < tasks.size(); ++i) {
+        const MatvecTask& t = tasks.begin()[i];
+        shares[i] = {regions.begin()[i], matmul_cost(*t.w, n)};
+        group[i] = {t.y, placement ? &placement->copy_for_node(*t.w, 0) : t.w, t.w->rows};
+      }
       ScopedRegion scope({shares.data(), tasks.size()});
-      return matvec_group({tasks.begin(), tasks.size()}, b.xb.data());
+      return matvec_group({group.data(), tasks.size()}, b.xb.data(), dim, n, active_isa());
     }
     for (std::size_t i = 0; i < tasks.size(); ++i) {
       const MatvecTask& t = tasks.begin()[i];

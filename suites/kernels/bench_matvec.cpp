@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <span>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -108,9 +109,9 @@ void GroupCases(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_MatvecGroup)->Name("matvec_group")->Apply(GroupCases)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
-// Decode as the engine runs it, one layer per iteration: for one token q, k, v as one
-// matvec_group, o, gate and up as one matvec_group, down; for a step of several sequences'
-// tokens one matmul per matrix (engine/model/model.cpp). The layers are taken in turn from a set
+// Decode as the engine runs it, one layer per iteration (engine/model/model.cpp): q, k, v as
+// one matvec_group, o, gate and up as one matvec_group, down, for one token and for the few
+// tokens of a multi-sequence step that matmul streams rows for; one matmul per matrix beyond. The layers are taken in turn from a set
 // of copies of one layer of random weights. A set the size of a model's decode step, in a file
 // mapping, is what that step streams: from the caches what they hold of it, the rest from
 // memory, through 4 KiB pages of the page cache. One layer in heap memory, repeated, is closer
@@ -169,23 +170,24 @@ const DecodeSet& decode_set(GgmlType type, int64_t dim, int64_t ffn, int64_t kv_
 }
 
 // A step's `tokens` tokens through layer l of the set, as the engine's decode runs a layer's
-// projections. x: (tokens, max(dim, ffn)); y[m]: (tokens, rows of m).
+// projections: where matmul streams rows for this many tokens, q, k, v as one matvec_group, o,
+// gate and up as one, down; otherwise one matmul each. x: (tokens, max(dim, ffn));
+// y[m]: (tokens, rows of m).
 void run_decode_layer(const DecodeSet& set, int64_t l, GgmlType type, Isa isa, int64_t tokens, const float* x,
                       std::vector<float> (&y)[kDecodeMatrices]) {
   cpullm::WeightMatrix w[kDecodeMatrices];
   for (int m = 0; m < kDecodeMatrices; ++m)
     w[m] = {set.base + l * set.layer_bytes + set.offsets[m], type, set.rows[m], set.cols[m]};
-  if (tokens > 1) {
-    const int64_t x_stride = std::max(set.cols[q], set.cols[down]);
+  const int64_t x_stride = std::max(set.cols[q], set.cols[down]);
+  if (!cpullm::matmul_streams_rows(type, tokens)) {
     for (int m = 0; m < kDecodeMatrices; ++m) cpullm::matmul(y[m].data(), w[m].rows, w[m], x, x_stride, tokens, isa);
     return;
   }
-  const cpullm::MatvecTask qkv[] = {{y[q].data(), &w[q]}, {y[k].data(), &w[k]}, {y[v].data(), &w[v]}};
-  const cpullm::MatvecTask gate_up[] = {{y[gate].data(), &w[gate]}, {y[up].data(), &w[up]}};
-  cpullm::matvec_group(qkv, x, isa);
-  cpullm::matvec(y[o].data(), w[o], x, isa);
-  cpullm::matvec_group(gate_up, x, isa);
-  cpullm::matvec(y[down].data(), w[down], x, isa);
+  const auto task = [&](DecodeMatrix m) { return cpullm::MatvecTask{y[m].data(), &w[m], w[m].rows}; };
+  const cpullm::MatvecTask qkv[] = {task(q), task(k), task(v)}, out[] = {task(o)};
+  const cpullm::MatvecTask gate_up[] = {task(gate), task(up)}, ffn_down[] = {task(down)};
+  using Group = std::span<const cpullm::MatvecTask>;
+  for (Group group : {Group(qkv), Group(out), Group(gate_up), Group(ffn_down)}) cpullm::matvec_group(group, x, x_stride, tokens, isa);
 }
 
 // Arguments: weight type, dim, ffn (gate/up rows), kv dim (k/v rows), ISA, where the weights
