@@ -92,7 +92,7 @@ const void* prepare_activations(const WeightMatrix& w, const float* x) {
 // One matrix of a group, ready to run: its kernel, the activations each token reads, its rows.
 struct PreparedTask {
   float* y;                 // (tokens, y_stride)
-  int64_t y_stride;
+  int64_t y_stride;         // floats from one token's outputs to the next's
   const std::byte* w;       // (rows, stride)
   int64_t stride;           // bytes per row
   int64_t rows;
