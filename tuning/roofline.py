@@ -239,6 +239,15 @@ def overhead_from_profile(profile):
                     prefill_s=prefill_other, prefill_attention_s=prefill_attention, prompt=prefill["tokens"])
 
 
+def least_overhead(runs):
+    """Each part's least time over calibration runs of the same workload: other jobs only ever
+    slow a part down, and a slow minute once spoiled a whole calibration (1.12 ms of other work a
+    decode step against 0.19-0.23 in the tune runs around it, docs/tuning.md)."""
+    times = ("decode_s", "decode_per_token_s", "decode_attention_s", "prefill_s", "prefill_attention_s")
+    return Overhead(**{f: min(getattr(r, f) for r in runs) for f in times},
+                    decode_position=runs[0].decode_position, prompt=runs[0].prompt)
+
+
 def matrices(shape, fmt, keep=""):
     """(name, rows, cols, format, bytes) of the matrices every token multiplies: as matrix_params,
     the embedding table only when it is also the output layer."""

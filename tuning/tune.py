@@ -217,15 +217,16 @@ def measure_rates(cpullm, formats, thread_counts, isa, gemm_shapes, decode_shape
 
 def measure_overheads(cpullm, model, thread_counts, workload):
     """The calibration: `cpullm profile` of the model at each thread count, the workload's prompt
-    and generation, twice (the first run also touches the scratch and KV pages, which bench's
-    untimed warm-up does before its timed runs); per thread count the run with less overhead.
-    Returns {threads: roofline.Overhead}."""
+    and generation, three times (the first run also touches the scratch and KV pages, which
+    bench's untimed warm-up does before its timed runs); per thread count each part's least time
+    over the runs (roofline.least_overhead): a slow minute during one run then spoils none of
+    them. Returns {threads: roofline.Overhead}."""
     overheads = {}
     for t in thread_counts:
         runs = [roofline.overhead_from_profile(json.loads(measure.run_checked(
             [cpullm, "profile", "-m", model, "-p", str(workload["prompt"]), "-n", str(workload["gen"]), "-t", str(t),
-             "--no-counters", "--json"]).stdout)) for _ in range(2)]
-        overheads[t] = min(runs, key=lambda o: o.decode_s + o.decode_attention_s + o.prefill_s + o.prefill_attention_s)
+             "--no-counters", "--json"]).stdout)) for _ in range(3)]
+        overheads[t] = roofline.least_overhead(runs)
     return overheads
 
 

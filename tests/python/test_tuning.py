@@ -359,6 +359,12 @@ def host_model_against_hand_computed_numbers(ctx):
     assert abs(overhead.decode_per_token_s - 0.0004 / 4) < 1e-12
     assert overhead.decode_position == 11.5 and overhead.prompt == 10
     assert abs(overhead.prefill_s - 0.003) < 1e-12 and abs(overhead.prefill_attention_s - 0.002) < 1e-12
+    # Calibration runs: each part's least time (a slow minute spoils one part of one run).
+    slow = roofline.Overhead(0.004, 0.001, 0.0004, 11.5, 0.002, 0.003, 10)
+    least = roofline.least_overhead([slow, overhead])
+    assert (least.decode_s, least.decode_per_token_s, least.decode_attention_s) == \
+        (overhead.decode_s, overhead.decode_per_token_s, 0.0004), least
+    assert (least.prefill_s, least.prefill_attention_s, least.decode_position, least.prompt) == (0.002, 0.002, 11.5, 10)
     # Decode at position 22.5 (twice the calibration's positions + 1, less 1): the attention part doubles.
     tps, parts = roofline.predict_decode_host(shape, "q8_0", rates, overhead, 22.0)
     matrices = 2 * 4352 / 1e9 + 2 * 6144 / 2e9 + 6800 / 1e9
