@@ -99,12 +99,15 @@ class SyntheticHistory(unittest.TestCase):
 
 class RealRuns(unittest.TestCase):
     """cpullm bench on nightly's small model, end-to-end cases only (the kernel suite takes a
-    minute or more on a shared 2-core machine). Minimum effect 25%: the smallest injected delay
-    the issue asks to catch is a quarter of the token time, and this host's noise hides less."""
+    minute or more on a shared 2-core machine). Minimum effect 50%: this host's speed moves by up
+    to 2x from one minute to the next, and a second run of the same build once came out 25.9%
+    slower in tg16 (p = 0.002, a CI run in session 5). The injected delay, twice the token time
+    (+200%), stays far above it; shifts of 25-40% are caught in the statistics and synthetic
+    history tests above, where the noise is known."""
 
     def run_nightly(self, db, *extra):
         return nightly("--db", db, "--cpullm", ARGS.cpullm, "--bench-kernels", ARGS.bench_kernels, "--workdir", ARGS.workdir,
-                       "--suite", "e2e", "-r", "7", "--min-effect", "0.25", *extra)
+                       "--suite", "e2e", "-r", "7", "--min-effect", "0.5", *extra)
 
     def test_same_build_quiet_slowed_build_flagged(self):
         db = os.path.join(ARGS.workdir, "real.db")
