@@ -169,6 +169,11 @@ void matvec_group(std::span<const MatvecTask> tasks, const float* x, int64_t x_s
     int64_t first = 0;  // the task's first row in the concatenation
     for (const PreparedTask& t : work) {
       const int64_t lo = std::max(begin, first) - first, hi = std::min(end, first + t.rows) - first;
+      if (tokens == 1) {  // decode's common case: straight into y
+        for (int64_t r = lo; r < hi; ++r) t.dot(t.w + r * t.stride, t.activations.data(), 1, cols, &t.y[r]);
+        first += t.rows;
+        continue;
+      }
       for (int64_t r = lo; r < hi; ++r) {
         const std::byte* row = t.w + r * t.stride;
         for (int64_t k0 = 0; k0 < tokens; k0 += kRowDotTokens) {
