@@ -11,6 +11,7 @@
 #include "engine/kernels/kernel_table.hpp"
 #include "engine/kernels/row_convert.hpp"
 #include "engine/kernels/sparse.hpp"
+#include "engine/util/aligned_vector.hpp"
 #include "engine/util/error.hpp"
 
 namespace cpullm {
@@ -84,6 +85,20 @@ const QuantizedActivations& quantize_activations(const float* x, int64_t cols, i
   return view;
 }
 
+// Several tokens' FP32 activations copied into the calling thread's arena, token k's row starting
+// k * 512 bytes into a 4 KiB page: rows a multiple of 4 KiB apart (a 2048-wide model's, as the
+// engine lays them out) made a 4-token F16 step 25-35% slower, as the rows' lines then collide in
+// the core's L1 (bench_kernels' matvec_decode; 256-byte offsets were not enough; docs/kernels.md).
+// Returns the first row; the rest follow `stride` floats apart.
+const float* stage_float_activations(const float* x, int64_t x_stride, int64_t tokens, int64_t cols, int64_t& stride) {
+  constexpr int64_t kPage = 4096 / sizeof(float), kStagger = 512 / sizeof(float);
+  thread_local AlignedVector<float> staged;
+  stride = (cols + kPage - 1) / kPage * kPage + kStagger;
+  staged.resize(static_cast<std::size_t>(tokens * stride));
+  for (int64_t k = 0; k < tokens; ++k) std::copy_n(x + k * x_stride, cols, staged.data() + k * stride);
+  return staged.data();
+}
+
 // The activations in the form the weight type's kernel reads: x itself, or x quantized.
 const void* prepare_activations(const WeightMatrix& w, const float* x) {
   return uses_q8_0_activations(w.type) ? static_cast<const void*>(&quantize_activations(x, w.cols)) : x;
@@ -133,6 +148,8 @@ void matvec_group(std::span<const MatvecTask> tasks, const float* x, int64_t x_s
   thread_local std::vector<PreparedTask> prepared;
   prepared.clear();
   std::array<const void*, kRowStreamTokens> quantized{};  // each token's x quantized once for all the integer matrices
+  const float* staged = nullptr;                          // for the float matrices: x itself for one token, else staged
+  int64_t staged_stride = x_stride;
   int64_t total_rows = 0;
   for (const MatvecTask& task : tasks) {
     const WeightMatrix& w = *task.w;
@@ -146,7 +163,8 @@ void matvec_group(std::span<const MatvecTask> tasks, const float* x, int64_t x_s
         PreparedTask{task.y, task.y_stride, w.data, row_bytes(w), w.rows, entry_for_type(kernels_for(isa), w.type), {}});
     for (int64_t k = 0; k < tokens; ++k) {
       if (!uses_q8_0_activations(w.type)) {
-        t.activations[k] = x + k * x_stride;
+        if (!staged) staged = tokens == 1 ? x : stage_float_activations(x, x_stride, tokens, cols, staged_stride);
+        t.activations[k] = staged + k * staged_stride;
         continue;
       }
       if (!quantized[k]) quantized[k] = &quantize_activations(x + k * x_stride, cols, k);

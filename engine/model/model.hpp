@@ -18,6 +18,7 @@
 #include "engine/model/weights.hpp"
 #include "engine/runtime/tensor_parallel.hpp"
 #include "engine/runtime/weight_placement.hpp"
+#include "engine/util/aligned_vector.hpp"
 
 namespace cpullm {
 
@@ -43,19 +44,19 @@ struct BatchToken {
 };
 
 // Scratch for one chunk of up to `chunk` tokens: they go through the layers together, so every
-// projection is one matmul (one matvec for a single token).
+// projection is one matmul (one matvec for a single token). Every buffer starts on a cache line.
 struct BatchState {
   int64_t chunk = 0;             // tokens per chunk: min(kMaxChunk, sequences * context)
-  std::vector<float> x;          // (chunk, dim) residual streams
-  std::vector<float> xb;         // (chunk, dim) normalised inputs, then attention outputs
-  std::vector<float> xb2;        // (chunk, dim) projections back to dim
-  std::vector<float> q;          // (chunk, dim) queries
-  std::vector<float> k;          // (chunk, kv_dim) keys, before they go into the cache
-  std::vector<float> v;          // (chunk, kv_dim) values, before they go into the cache
-  std::vector<float> hb;         // (chunk, ffn_dim) gates, then the SwiGLU activations
-  std::vector<float> hb2;        // (chunk, ffn_dim) up projections
-  std::vector<float> scores;     // (n_heads, context) one query's attention scores
-  std::vector<float> logits;     // (tokens with want_logits, vocab) of the current call
+  AlignedVector<float> x;        // (chunk, dim) residual streams
+  AlignedVector<float> xb;       // (chunk, dim) normalised inputs, then attention outputs
+  AlignedVector<float> xb2;      // (chunk, dim) projections back to dim
+  AlignedVector<float> q;        // (chunk, dim) queries
+  AlignedVector<float> k;        // (chunk, kv_dim) keys, before they go into the cache
+  AlignedVector<float> v;        // (chunk, kv_dim) values, before they go into the cache
+  AlignedVector<float> hb;       // (chunk, ffn_dim) gates, then the SwiGLU activations
+  AlignedVector<float> hb2;      // (chunk, ffn_dim) up projections
+  AlignedVector<float> scores;   // (n_heads, context) one query's attention scores
+  AlignedVector<float> logits;   // (tokens with want_logits, vocab) of the current call
 };
 
 class Model {

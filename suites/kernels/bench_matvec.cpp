@@ -15,6 +15,7 @@
 
 #include "engine/kernels/matmul.hpp"
 #include "engine/kernels/matvec.hpp"
+#include "engine/util/aligned_vector.hpp"
 #include "suites/kernels/random_weights.hpp"
 
 namespace {
@@ -171,23 +172,23 @@ const DecodeSet& decode_set(GgmlType type, int64_t dim, int64_t ffn, int64_t kv_
 
 // A step's `tokens` tokens through layer l of the set, as the engine's decode runs a layer's
 // projections: where matmul streams rows for this many tokens, q, k, v as one matvec_group, o,
-// gate and up as one, down; otherwise one matmul each. x: (tokens, max(dim, ffn));
+// gate and up as one, down; otherwise one matmul each. x: each input as (tokens, its columns);
 // y[m]: (tokens, rows of m).
 void run_decode_layer(const DecodeSet& set, int64_t l, GgmlType type, Isa isa, int64_t tokens, const float* x,
                       std::vector<float> (&y)[kDecodeMatrices]) {
   cpullm::WeightMatrix w[kDecodeMatrices];
   for (int m = 0; m < kDecodeMatrices; ++m)
     w[m] = {set.base + l * set.layer_bytes + set.offsets[m], type, set.rows[m], set.cols[m]};
-  const int64_t x_stride = std::max(set.cols[q], set.cols[down]);
   if (!cpullm::matmul_streams_rows(type, tokens)) {
-    for (int m = 0; m < kDecodeMatrices; ++m) cpullm::matmul(y[m].data(), w[m].rows, w[m], x, x_stride, tokens, isa);
+    for (int m = 0; m < kDecodeMatrices; ++m) cpullm::matmul(y[m].data(), w[m].rows, w[m], x, w[m].cols, tokens, isa);
     return;
   }
   const auto task = [&](DecodeMatrix m) { return cpullm::MatvecTask{y[m].data(), &w[m], w[m].rows}; };
   const cpullm::MatvecTask qkv[] = {task(q), task(k), task(v)}, out[] = {task(o)};
   const cpullm::MatvecTask gate_up[] = {task(gate), task(up)}, ffn_down[] = {task(down)};
   using Group = std::span<const cpullm::MatvecTask>;
-  for (Group group : {Group(qkv), Group(out), Group(gate_up), Group(ffn_down)}) cpullm::matvec_group(group, x, x_stride, tokens, isa);
+  for (Group group : {Group(qkv), Group(out), Group(gate_up), Group(ffn_down)})
+    cpullm::matvec_group(group, x, group[0].w->cols, tokens, isa);
 }
 
 // Arguments: weight type, dim, ffn (gate/up rows), kv dim (k/v rows), ISA, where the weights
@@ -203,7 +204,7 @@ void BM_MatvecDecode(benchmark::State& state) {
   const DecodeSet& set = decode_set(type, state.range(1), state.range(2), state.range(3), state.range(5) != 0,
                                     state.range(6));
   const int64_t tokens = state.range(7);
-  std::vector<float> x(tokens * std::max(state.range(1), state.range(2)), 0.5f);
+  cpullm::AlignedVector<float> x(tokens * std::max(state.range(1), state.range(2)), 0.5f);  // aligned as the engine's
   std::vector<float> y[kDecodeMatrices];
   for (int m = 0; m < kDecodeMatrices; ++m) y[m].resize(tokens * set.rows[m]);
   // Untimed, every layer once: the mapping's page faults are a load's cost, not decode's (as
