@@ -19,13 +19,21 @@ namespace cpullm {
 // unpacked once per 4 tokens, every token's products in registers) instead of packing panels
 // for the GEMM. Measured with bench_kernels' matvec_decode (a decode step's layers from a file
 // mapping, 2 threads, AVX-512, TinyLlama-1.1B and LLaMA-7B layers; docs/kernels.md), streaming
-// against the GEMM: at 2 tokens 1.2-3.6x faster for every format; at 4 tokens 1.15-1.5x for F16,
-// but for the integer formats faster at TinyLlama's width (Q4_0 1.9x, Q8_0 1.2x) and slower at
-// LLaMA-7B's (0.93x, 0.64x), where 4 tokens' activations no longer fit in L1 beside the rows;
-// at 8 tokens (two passes over each row) the GEMM won everywhere.
-bool matmul_streams_rows(GgmlType type, int64_t tokens) {
-  const bool float_weights = type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16;
-  return tokens <= 2 || (tokens <= 4 && float_weights);
+// against the GEMM: at 2 tokens 1.2-3.6x faster for every format; at 4 tokens 1.15-1.5x for F16;
+// for the integer formats at 3-4 tokens only while the tokens' quantized activations stay in
+// L1 beside the rows (at LLaMA-7B's width 4 tokens streamed at 0.64x (Q8_0) and 0.93x (Q4_0) of
+// the GEMM); at 8 tokens (two passes over each row) the GEMM won everywhere.
+bool matmul_streams_rows(GgmlType type, int64_t tokens, int64_t cols) {
+  if (tokens <= 2) return true;
+  if (tokens > kRowDotTokens) return false;
+  if (!uses_q8_0_activations(type)) return true;
+  // What one token's row kernel reads per block of 32 columns (dot.hpp): Q4_0 the nibble-order
+  // values (32 bytes), lane scales and offsets (16 + 16); the others the natural-order values
+  // (32), lane scales and offsets (32 + 32). The budget is half this host's 48 KiB L1d and 3/4
+  // of the Xeon E5 v4's 32 KiB.
+  constexpr int64_t kActivationBudget = 24 * 1024;
+  const int64_t block_bytes = type == GgmlType::Q4_0 ? 64 : 96;
+  return tokens * block_bytes * (cols / kQuantBlock) <= kActivationBudget;
 }
 
 namespace {
@@ -164,7 +172,7 @@ void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, i
   if (!matvec_supports(w.type, w.cols))
     fail("matmul: no kernel for weight type {} with {} columns", ggml_type_name(w.type), w.cols);
   if (tokens <= 0 || w.rows <= 0) return;
-  if (matmul_streams_rows(w.type, tokens)) {
+  if (matmul_streams_rows(w.type, tokens, w.cols)) {
     const MatvecTask task{y, &w, y_stride};
     return matvec_group({&task, 1}, x, x_stride, tokens, isa);
   }

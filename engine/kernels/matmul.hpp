@@ -13,9 +13,10 @@
 
 namespace cpullm {
 
-// Whether matmul runs `tokens` tokens of this type through matvec_group, streaming each row
-// once (a decode step of a few sequences), instead of packing panels for the GEMM.
-bool matmul_streams_rows(GgmlType type, int64_t tokens);
+// Whether matmul runs `tokens` tokens of a matrix of this type and `cols` columns through
+// matvec_group, streaming each row once (a decode step of a few sequences), instead of packing
+// panels for the GEMM.
+bool matmul_streams_rows(GgmlType type, int64_t tokens, int64_t cols);
 
 // y (tokens, y_stride): y[t * y_stride + r] = W row r . x[t * x_stride ...] for r < w.rows,
 // t < tokens; x is (tokens, x_stride) with w.cols values per token. Row blocks are split over

@@ -178,7 +178,7 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
   const bool rows_split_elsewhere = options_.tensor_parallel || (placement && placement->per_thread_rows());
   auto project_normalised = [&](std::initializer_list<MatvecTask> tasks, std::initializer_list<Region> regions) {
     const bool grouped = !rows_split_elsewhere && std::all_of(tasks.begin(), tasks.end(), [&](const MatvecTask& t) {
-      return matmul_streams_rows(t.w->type, n);
+      return matmul_streams_rows(t.w->type, n, t.w->cols);
     });
     if (grouped) {
       std::array<RegionShare, kMaxFusedRegions> shares;

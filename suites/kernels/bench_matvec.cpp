@@ -171,24 +171,26 @@ const DecodeSet& decode_set(GgmlType type, int64_t dim, int64_t ffn, int64_t kv_
 }
 
 // A step's `tokens` tokens through layer l of the set, as the engine's decode runs a layer's
-// projections: where matmul streams rows for this many tokens, q, k, v as one matvec_group, o,
-// gate and up as one, down; otherwise one matmul each. x: each input as (tokens, its columns);
-// y[m]: (tokens, rows of m).
+// projections: q, k, v as one matvec_group, o, gate and up as one, down, each group where matmul
+// streams rows for its width and this many tokens; otherwise one matmul per matrix.
+// x: each input as (tokens, its columns); y[m]: (tokens, rows of m).
 void run_decode_layer(const DecodeSet& set, int64_t l, GgmlType type, Isa isa, int64_t tokens, const float* x,
                       std::vector<float> (&y)[kDecodeMatrices]) {
   cpullm::WeightMatrix w[kDecodeMatrices];
   for (int m = 0; m < kDecodeMatrices; ++m)
     w[m] = {set.base + l * set.layer_bytes + set.offsets[m], type, set.rows[m], set.cols[m]};
-  if (!cpullm::matmul_streams_rows(type, tokens)) {
-    for (int m = 0; m < kDecodeMatrices; ++m) cpullm::matmul(y[m].data(), w[m].rows, w[m], x, w[m].cols, tokens, isa);
-    return;
-  }
   const auto task = [&](DecodeMatrix m) { return cpullm::MatvecTask{y[m].data(), &w[m], w[m].rows}; };
   const cpullm::MatvecTask qkv[] = {task(q), task(k), task(v)}, out[] = {task(o)};
   const cpullm::MatvecTask gate_up[] = {task(gate), task(up)}, ffn_down[] = {task(down)};
   using Group = std::span<const cpullm::MatvecTask>;
-  for (Group group : {Group(qkv), Group(out), Group(gate_up), Group(ffn_down)})
-    cpullm::matvec_group(group, x, group[0].w->cols, tokens, isa);
+  for (Group group : {Group(qkv), Group(out), Group(gate_up), Group(ffn_down)}) {
+    const int64_t cols = group[0].w->cols;
+    if (cpullm::matmul_streams_rows(type, tokens, cols)) {
+      cpullm::matvec_group(group, x, cols, tokens, isa);
+      continue;
+    }
+    for (const cpullm::MatvecTask& t : group) cpullm::matmul(t.y, t.w->rows, *t.w, x, cols, tokens, isa);
+  }
 }
 
 // Arguments: weight type, dim, ffn (gate/up rows), kv dim (k/v rows), ISA, where the weights

@@ -176,6 +176,22 @@ TEST(Matmul, RefusesTypesWithoutAKernel) {
   EXPECT_THROW(matmul(&y, 1, q4_1, x, 32, 1), std::exception);
 }
 
+// The streaming policy at the shapes it was measured on (docs/kernels.md): 1-2 tokens always,
+// float rows up to 4 tokens, integer rows up to 4 while the tokens' quantized activations fit in
+// 24 KiB, never 5 or more.
+TEST(Matmul, StreamsRowsWhileTheTokensActivationsFitBesideThem) {
+  for (GgmlType type : {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0}) {
+    EXPECT_TRUE(matmul_streams_rows(type, 2, 11008)) << ggml_type_name(type);
+    EXPECT_FALSE(matmul_streams_rows(type, 5, 32)) << ggml_type_name(type);
+  }
+  EXPECT_TRUE(matmul_streams_rows(GgmlType::F16, 4, 11008));
+  EXPECT_TRUE(matmul_streams_rows(GgmlType::Q8_0, 4, 2048));    // 4 x 64 blocks x 96 bytes = 24 KiB
+  EXPECT_FALSE(matmul_streams_rows(GgmlType::Q8_0, 3, 4096));   // 36 KiB
+  EXPECT_TRUE(matmul_streams_rows(GgmlType::Q4_0, 3, 4096));    // 3 x 128 x 64 = 24 KiB
+  EXPECT_FALSE(matmul_streams_rows(GgmlType::Q4_0, 4, 4096));   // 32 KiB
+  EXPECT_FALSE(matmul_streams_rows(GgmlType::Q4_0, 4, 5632));
+}
+
 // Logits of forward_batch (every position, and the last alone) against forward() token by
 // token on a fresh model, within 1e-4.
 void expect_batch_matches_token_by_token(const std::string& path, int64_t context, int64_t n_tokens) {
