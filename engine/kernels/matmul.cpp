@@ -5,12 +5,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <new>
 #include <vector>
 
 #include "engine/kernels/gemm.hpp"
 #include "engine/kernels/kernel_table.hpp"
 #include "engine/kernels/sparse.hpp"
+#include "engine/util/aligned_vector.hpp"
 #include "engine/util/error.hpp"
 
 namespace cpullm {
@@ -26,7 +26,8 @@ namespace cpullm {
 bool matmul_streams_rows(GgmlType type, int64_t tokens, int64_t cols) {
   if (tokens <= 2) return true;
   if (tokens > kRowDotTokens) return false;
-  if (!uses_q8_0_activations(type)) return true;
+  if (type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16) return true;
+  if (!uses_q8_0_activations(type)) return false;
   // What one token's row kernel reads per block of 32 columns (dot.hpp): Q4_0 the nibble-order
   // values (32 bytes), lane scales and offsets (16 + 16); the others the natural-order values
   // (32), lane scales and offsets (32 + 32). The budget is half this host's 48 KiB L1d and 3/4
@@ -43,18 +44,9 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // A thread's packed panels, reused from call to call; 64-byte aligned so that every panel
 // vector load is one cache line.
 std::byte* panel_buffer(int64_t bytes) {
-  struct Aligned {
-    std::byte* data = nullptr;
-    int64_t bytes = 0;
-    ~Aligned() { operator delete[](data, std::align_val_t{64}); }
-  };
-  thread_local Aligned buffer;
-  if (buffer.bytes < bytes) {
-    operator delete[](buffer.data, std::align_val_t{64});
-    buffer.data = static_cast<std::byte*>(operator new[](bytes, std::align_val_t{64}));
-    buffer.bytes = bytes;
-  }
-  return buffer.data;
+  thread_local AlignedVector<std::byte> buffer;
+  if (static_cast<int64_t>(buffer.size()) < bytes) buffer.resize(static_cast<std::size_t>(bytes));
+  return buffer.data();
 }
 
 // The loops around the micro-kernel. `steps` are the units of the row (columns for float
