@@ -1,4 +1,4 @@
-"""Statistics for repeated measurements: the mean and its confidence interval (Student's t),
+"""Statistics for repeated measurements: the median, the mean and its confidence interval (Student's t),
 and the loop that repeats a measurement until the interval is tight enough or time runs out."""
 import math
 import time
@@ -11,6 +11,12 @@ _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8
 def t95(dof):
     """The 95% t quantile for dof degrees of freedom (the nearest tabulated one below)."""
     return _T95[max(d for d in _T95 if d <= dof)] if dof <= 30 else 1.96
+
+
+def median(values):
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def mean_ci(values):

@@ -25,6 +25,7 @@ import measure
 import oscheck
 import roofline
 import space as sp
+import stats
 import sweep as sw
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -335,70 +336,81 @@ def tune_this_box(args, plan, profile):
         return
 
     # The machine's speed moves while the sweep runs (other jobs share it): before each run of a
-    # point its kernel rates are measured again (once each), and the point is predicted from the
-    # best of those, so that rates and point sample the same stretch of time, interleaved. The
-    # overhead calibration is kept from above.
-    interleaved = {}
+    # point its kernel rates are measured again (once each), so that each run has rates from the
+    # seconds just before it; the run is predicted from those. The overhead calibration is kept
+    # from above.
+    paired_rates = {}  # (point key, level): the rates measured before each of its runs, in order
 
     def remeasure(point, level):
         t = point.get("threads", 0) or max_threads
         fresh = measure_rates(args.cpullm, point_formats(shape, point, sweep.source_format), [t], isa, gemm_shapes,
                               decode_shape, set_mib, step_tokens([point]), 1)[t]
-        key = (sp.point_key(point), level)
-        interleaved[key] = best_rates(interleaved[key], fresh) if key in interleaved else fresh
+        paired_rates.setdefault((sp.point_key(point), level), []).append(fresh)
 
     print(f"\nsweep (budget {args.budget}; before each run of a point its kernel rates are measured again):")
     sweep_obj, results, winner = sw.run_sweep(args, space, before_run=remeasure)
     sw.report(args, sweep_obj, results, winner)
-    adjacent = {}
+    per_run = {}
     for r in results:
-        if (r["key"], r["level"]) in interleaved:
-            fresh = interleaved[(r["key"], r["level"])]
-            pr = predict_points([r["point"]], shape, sweep.source_format, workload, {fresh.threads: fresh}, overheads,
-                                max_threads)[r["key"]]
-            adjacent[(r["key"], r["level"])] = (pr, fresh)
-    print_errors(args, results, before, adjacent, rates)
+        runs = paired_rates.get((r["key"], r["level"]), [])
+        if r["error"] or len(runs) != len(r["samples"]):  # replayed by --resume, or a run failed: no pairs
+            continue
+        per_run[(r["key"], r["level"])] = [
+            (predict_points([r["point"]], shape, sweep.source_format, workload, {fresh.threads: fresh}, overheads,
+                            max_threads)[r["key"]], fresh) for fresh in runs]
+    print_errors(args, results, before, per_run, rates)
 
 
-def best_rates(a, b):
-    """Each rate the better of two measurements of the same kernels."""
-    return roofline.KernelRates(threads=a.threads, bandwidth_gbs=max(a.bandwidth_gbs, b.bandwidth_gbs),
-                                decode_gbs={k: max(v, b.decode_gbs[k]) for k, v in a.decode_gbs.items()},
-                                gemm_gflops={k: max(v, b.gemm_gflops[k]) for k, v in a.gemm_gflops.items()})
+METRICS = (("decode_tps", "decode", "tokens/s", 1), ("ttft_ms", "TTFT", "ms", 0))
+TARGET = 0.15  # the prediction's target: within ±15% of what is measured
 
 
-def print_errors(args, results, before, adjacent, rates):
-    """Prediction error per measured point, (predicted - measured) / measured: against the
-    point's best repetition (the kernel rates are the best of those measured between its runs,
-    so both sides approach the machine's own speed however much other jobs take: what the ±15%
-    target is checked on) and against its mean; predicted from the rates measured between the
-    point's runs, and in brackets from those measured before the sweep; with how far the
-    point's rates had moved since then."""
-    print("\nprediction error per point: predicted (from the kernel rates measured between its runs; before the "
-          "sweep) vs the best run and the mean ± 95% interval; target within ±15% of the best:")
+def run_errors(predictions, samples):
+    """Per metric: the errors (predicted - measured) / measured of each run against the prediction
+    from the rates measured just before it, and their median. predictions and samples: one per
+    run, in the order the runs were made."""
+    errors = {}
+    for key, *_ in METRICS:
+        each = [p[key] / s[key] - 1 for p, s in zip(predictions, samples)]
+        errors[key] = {"each": each, "median": stats.median(each)}
+    return errors
+
+
+def print_errors(args, results, before, per_run, rates):
+    """Prediction error per measured point, (predicted - measured) / measured. Each run is held
+    against the prediction from the kernel rates measured in the seconds before it, and the
+    point's error is the median of those per-run errors: what the ±15% target is checked on.
+    A run and its rates sample the same stretch of this shared machine's time, so a slow minute
+    moves both and cancels; the median then sets aside the run that a slowdown hit between its
+    rates and itself. Also given: the prediction from the rates measured before the sweep (in
+    brackets), the point's mean ± 95% interval, and how far the point's rates had moved since
+    the sweep began."""
+    print(f"\nprediction error per point: each run against the prediction from the kernel rates measured just "
+          f"before it; median of the runs' errors [range] (target within ±{TARGET:.0%}); before the sweep's "
+          f"prediction in brackets, the point's mean ± 95% interval:")
     lines, worst = [], []
     for r in results:
-        b = before.get(r["key"])
-        pr, fresh = adjacent.get((r["key"], r["level"]), (None, None))
-        if not pr or r["error"] or "decode_tps" not in r["metrics"]:
+        pairs = per_run.get((r["key"], r["level"]))
+        if not pairs:
             continue
-        m, samples = r["metrics"], r["samples"]
-        best = {"decode_tps": max(s["decode_tps"] for s in samples), "ttft_ms": min(s["ttft_ms"] for s in samples)}
+        m, samples, b = r["metrics"], r["samples"], before[r["key"]]
+        errors = run_errors([pr for pr, _ in pairs], samples)
         text = []
-        for k, name, unit, digits in (("decode_tps", "decode", "tokens/s", 1), ("ttft_ms", "TTFT", "ms", 0)):
-            err = pr[k] / best[k] - 1
+        for k, name, unit, digits in METRICS:
+            e = errors[k]
             ci = f" ± {m[k]['ci95']:.{digits}f}" if m[k]["ci95"] is not None else ""
-            text.append(f"{name} {pr[k]:.{digits}f} ({b[k]:.{digits}f}) vs best {best[k]:.{digits}f}: {err:+.0%}, mean "
-                        f"{m[k]['mean']:.{digits}f}{ci}: {pr[k] / m[k]['mean'] - 1:+.0%} {unit}")
-            if abs(err) > 0.15:
-                worst.append(f"{sp.describe(r['point'])} {name} {err:+.0%}")
-        old = rates[fresh.threads]
-        drift = [fresh.decode_gbs[k] / old.decode_gbs[k] - 1 for k in fresh.decode_gbs]
-        drift += [v / old.gemm_gflops[k] - 1 for k, v in fresh.gemm_gflops.items()]
+            predicted = stats.median([pr[k] for pr, _ in pairs])
+            text.append(f"{name} {e['median']:+.0%} [{min(e['each']):+.0%}..{max(e['each']):+.0%}] (predicted "
+                        f"{predicted:.{digits}f} ({b[k]:.{digits}f}), mean {m[k]['mean']:.{digits}f}{ci} {unit})")
+            if abs(e["median"]) > TARGET:
+                worst.append(f"{sp.describe(r['point'])} {name} {e['median']:+.0%}")
+        old = rates[pairs[0][1].threads]
+        drift = [fresh.decode_gbs[k] / old.decode_gbs[k] - 1 for _, fresh in pairs for k in fresh.decode_gbs]
+        drift += [v / old.gemm_gflops[k] - 1 for _, fresh in pairs for k, v in fresh.gemm_gflops.items()]
         lines.append(f"  level {r['level']}: {sp.describe(r['point'])}, {len(samples)} runs: " + "; ".join(text)
                      + f"; kernel rates moved {min(drift):+.0%}..{max(drift):+.0%} since the sweep began")
     print("\n".join(lines) or "  nothing measured")
-    print("outside ±15%: " + (", ".join(worst) if worst else "none"))
+    print(f"outside ±{TARGET:.0%}: " + (", ".join(worst) if worst else "none"))
     summary = os.path.join(args.out, "tune-summary.md")
     with open(summary, "w") as f:
         f.write("# cpullm tune summary\n\n" + "\n".join(l.strip() for l in lines) + "\n")
@@ -409,6 +421,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="cpullm tune", description=__doc__.split("\n\n")[0])
     parser.add_argument("--hardware", required=True, help="profile name (tuning/profiles) or path")
     sw.add_measure_arguments(parser)
+    # A point's prediction error is the median of its runs' errors: three runs let it set aside
+    # the one a slowdown hit (two would only average it in).
+    parser.set_defaults(min_reps=3)
     parser.add_argument("--space", default=os.path.join(HERE, "spaces", "host.toml"),
                         help="the space the sweep covers on this box (default tuning/spaces/host.toml)")
     parser.add_argument("--formats", default=",".join(FORMATS), help="other box: formats to predict")

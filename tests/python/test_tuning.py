@@ -21,6 +21,7 @@ import results as res  # noqa: E402
 import roofline  # noqa: E402
 import space as sp  # noqa: E402
 import stats  # noqa: E402
+import tune  # noqa: E402
 from cli_checks import check, run_checks  # noqa: E402
 from strategies import STRATEGIES, halving_plan, parse_duration  # noqa: E402
 
@@ -210,6 +211,23 @@ def statistics(ctx):
     samples = stats.repeat_until_tight(lambda: {"x": float(next(rising))}, "x", 0.0001, 2, 4, 1e9)
     assert len(samples) == 4  # never tight: stops at max_reps
     assert parse_duration("90s") == 90 and parse_duration("10m") == 600 and parse_duration("2") == 2
+    assert stats.median([3.0, 1.0, 2.0]) == 2.0 and stats.median([4.0, 1.0, 2.0, 3.0]) == 2.5
+
+
+@check
+def prediction_error_pairs_each_run_with_its_rates(ctx):
+    # Three runs, each predicted from the rates measured just before it. The second run met a
+    # slowdown after its rates were measured (predicted 100, ran 60): alone +67%, but the median
+    # of the per-run errors (+10%, +67%, -5%) is +10%.
+    predictions = [{"decode_tps": 110.0, "ttft_ms": 50.0}, {"decode_tps": 100.0, "ttft_ms": 40.0},
+                   {"decode_tps": 95.0, "ttft_ms": 45.0}]
+    samples = [{"decode_tps": 100.0, "ttft_ms": 40.0}, {"decode_tps": 60.0, "ttft_ms": 40.0},
+               {"decode_tps": 100.0, "ttft_ms": 60.0}]
+    errors = tune.run_errors(predictions, samples)
+    assert [round(e, 4) for e in errors["decode_tps"]["each"]] == [0.1, 0.6667, -0.05], errors
+    assert abs(errors["decode_tps"]["median"] - 0.1) < 1e-12
+    assert [round(e, 4) for e in errors["ttft_ms"]["each"]] == [0.25, 0.0, -0.25]
+    assert errors["ttft_ms"]["median"] == 0.0
 
 
 @check
