@@ -9,10 +9,10 @@ and its compute time.
 
 For another box the roofs (`Roofs`) come from a hardware profile: bandwidth and per format the
 GEMM rate (prefill; FLOP/s). On this machine (`tune --hardware host`) the model is finer, since
-its inputs can be measured: each matrix takes its bytes over the decode rate of its format at the
-step's tokens (decode, one token per sequence decoded together), or its FLOPs over the GEMM rate
-at its size and chunk length (prefill), at the point's thread count (`KernelRates`, from
-bench_kernels), and everything that is not a matrix product (attention, norms, RoPE, the
+its inputs can be measured: each matrix takes its bytes over the rate of its format at the
+step's tokens, measured on a model-shaped layer as the engine runs that many tokens (decode: one
+token per sequence decoded together; prefill: a prompt chunk's tokens), at the point's thread
+count (`KernelRates`, from bench_kernels' matvec_decode), and everything that is not a matrix product (attention, norms, RoPE, the
 activation, embedding, sampling, the serial parts) takes the time a calibration run of `cpullm
 profile` measured for it (`Overhead`), per sequence where it grows with them.
 """
@@ -181,10 +181,9 @@ def profile_roofs(profile, sockets, cores_per_socket, strategy, bandwidth_effici
 # count, plus the measured time of everything that is not a matrix product.
 # ---------------------------------------------------------------------------------------------
 
-GEMM_TOKENS = (32, 512)  # the chunk lengths bench_kernels times the GEMM at
-# The (rows, cols) it times the GEMM at: TinyLlama-1.1B's and LLaMA-7B's attention and FFN.
-GEMM_SHAPES = ((2048, 2048), (5632, 2048), (4096, 4096), (11008, 4096))
-# The (dim, ffn, kv dim) at which its matvec_decode runs a decode layer: TinyLlama-1.1B, LLaMA-7B.
+# The (dim, ffn, kv dim) at which bench_kernels' matvec_decode runs a layer's projections, as the
+# engine runs them for a step of N tokens (a decode step of N sequences, or a prompt chunk of N
+# tokens): TinyLlama-1.1B, LLaMA-7B.
 DECODE_LAYER_SHAPES = ((2048, 5632, 256), (4096, 11008, 4096))
 # matvec_decode's set of layers is the size of the model's decode step, up to this: reads on this
 # project's VM slow to memory speed from 256 MiB on (docs/tuning.md), so beyond 1 GiB (the read
@@ -200,11 +199,11 @@ class KernelRates:
     """One thread count's kernel rates on this machine, measured now by bench_kernels."""
     threads: int
     bandwidth_gbs: float  # read bandwidth
-    # (format, tokens a step) -> GB/s of weights of decode layers in turn, from a file mapping, over
-    # a set the size of the model's decode step (matvec_decode): the caches hold of it what they
-    # hold of the model's
-    decode_gbs: dict
-    gemm_gflops: dict  # (format, (rows, cols), tokens) -> GFLOP/s
+    # (format, tokens a step) -> GB/s of weights of layers in turn, from a file mapping, over a set
+    # the size of the model's decode step (matvec_decode): the caches hold of it what they hold of
+    # the model's. Steps of a few tokens stream the rows, longer ones (a prompt chunk) run the
+    # GEMM, each as the engine runs that many tokens, with its fork/joins and small matrices.
+    layer_gbs: dict
 
 
 @dataclass
@@ -261,11 +260,6 @@ def output_layer(shape):
     return "output.weight" if has_output else "token_embd.weight"
 
 
-def nearest_gemm_shape(rows, cols):
-    """The benchmarked GEMM shape closest in size (log of rows x cols) to a matrix."""
-    return min(GEMM_SHAPES, key=lambda s: abs(math.log(s[0] * s[1] / (rows * cols))))
-
-
 def nearest_decode_shape(shape):
     """The benchmarked decode layer closest in size (log of its weights) to the model's first:
     q and o (dim x dim), k and v (kv dim x dim), gate, up and down (ffn x dim)."""
@@ -282,22 +276,18 @@ def decode_set_mib(shape, fmt):
     return min(math.ceil(decode_bytes(shape, fmt) / (1 << 20)), DECODE_SET_MAX_MIB)
 
 
-def gemm_rate(rates, fmt, rows, cols, tokens):
-    """GFLOP/s of one chunk's GEMM: measured at the nearest benchmarked shape, interpolated in
-    log(tokens) between the benchmarked chunk lengths (clamped outside them): a short chunk
-    fills the kernel's tiles less."""
-    shape = nearest_gemm_shape(rows, cols)
-    lo, hi = GEMM_TOKENS
-    w = math.log(min(max(tokens, lo), hi) / lo) / math.log(hi / lo)
-    low, high = rates.gemm_gflops[(fmt, shape, lo)], rates.gemm_gflops[(fmt, shape, hi)]
-    return low + (high - low) * w
-
-
 def weight_rate(rates, fmt, tokens=1):
-    """Bytes/s a decode step of `tokens` tokens streams a matrix of this format at: matvec_decode's
+    """Bytes/s a step of `tokens` tokens goes through a matrix of this format at: matvec_decode's
     rate, uncapped (its set, like the model's step, can be partly cache-resident and read faster
     than memory)."""
-    return rates.decode_gbs[(fmt, tokens)] * 1e9
+    return rates.layer_gbs[(fmt, tokens)] * 1e9
+
+
+def prefill_chunks(prompt, sequences, chunk=CHUNK):
+    """The token counts of the forward passes that prefill `sequences` prompts of `prompt` tokens
+    (bench -np): their tokens end to end, `chunk` at a time."""
+    tokens = prompt * sequences
+    return [chunk] * (tokens // chunk) + ([tokens % chunk] if tokens % chunk else [])
 
 
 def predict_decode_host(shape, fmt, rates, overhead, position, keep="", sequences=1):
@@ -313,25 +303,25 @@ def predict_decode_host(shape, fmt, rates, overhead, position, keep="", sequence
 
 def predict_prefill_host(shape, fmt, rates, overhead, prompt, keep="", chunk=CHUNK, sequences=1):
     """(seconds, seconds per part) of the prefill of `sequences` prompts of `prompt` tokens, one
-    after another in chunks of `chunk` tokens (bench -np): each chunk multiplies every matrix at
-    the GEMM rate for its size and length; the output layer runs once per chunk in which prompts
-    end, for their last tokens' logits, at the decode rate of the nearest measured token count;
-    the overhead scales from the calibration's prompt (attention with the square of each
-    prompt's tokens, the rest linearly)."""
-    tokens = prompt * sequences
-    chunks = [chunk] * (tokens // chunk) + ([tokens % chunk] if tokens % chunk else [])
+    after another in chunks of `chunk` tokens (bench -np): each chunk goes through every matrix at
+    the rate of a step of its length (matvec_decode at that many tokens: the GEMM, as the engine
+    runs it layer by layer); the output layer runs once per chunk in which prompts end, for their
+    last tokens' logits, at the rate of the nearest measured token count; the overhead scales
+    from the calibration's prompt (attention with the square of each prompt's tokens, the rest
+    linearly)."""
+    chunks = prefill_chunks(prompt, sequences, chunk)
     ends = [sum(1 for s in range(1, sequences + 1) if c * chunk < s * prompt <= (c + 1) * chunk)
             for c in range(len(chunks))]
     out = output_layer(shape)
-    gemm = lm_head = 0.0
+    layers = lm_head = 0.0
     for name, rows, cols, f, size in matrices(shape, fmt, keep):
         if name == out:
-            measured = [n for fm, n in rates.decode_gbs if fm == f]
+            measured = [n for fm, n in rates.layer_gbs if fm == f]
             lm_head = sum(size / weight_rate(rates, f, min(measured, key=lambda n: abs(n - k))) for k in ends if k)
         else:
-            gemm += sum(2 * rows * cols * n / (gemm_rate(rates, f, rows, cols, n) * 1e9) for n in chunks)
+            layers += sum(size / weight_rate(rates, f, n) for n in chunks)
     scale = prompt / overhead.prompt
-    parts = {"matrices": gemm, "output layer": lm_head,
+    parts = {"matrices": layers, "output layer": lm_head,
              "attention": sequences * overhead.prefill_attention_s * scale ** 2,
              "other": sequences * overhead.prefill_s * scale}
     return sum(parts.values()), parts

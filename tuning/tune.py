@@ -171,17 +171,14 @@ def bench_kernels_path(cpullm):
     return os.path.join(os.path.dirname(os.path.abspath(cpullm)), "suites", "kernels", "bench_kernels")
 
 
-def measure_rates(cpullm, formats, thread_counts, isa, gemm_shapes, decode_shape, set_mib, step_tokens=(1,),
-                  repetitions=3):
+def measure_rates(cpullm, formats, thread_counts, isa, decode_shape, set_mib, step_tokens=(1,), repetitions=3):
     """Kernel rates of this machine, measured now by bench_kernels, once per thread count
     (OMP_NUM_THREADS: a matvec on one core is not half of one on two): the read bandwidth, and
-    per format the decode rate at each of `step_tokens` tokens a step (GB/s of weights:
+    per format the rate of a step of each of `step_tokens` tokens (GB/s of weights:
     matvec_decode, the layers of `decode_shape`, (dim, ffn, kv dim), in turn from a file mapping
-    over a set of set_mib[format] MiB) and the
-    GEMM rate (GFLOP/s) at the benchmarked shapes nearest the model's matrices and at 32- and
-    512-token chunks; each the best of `repetitions` (other jobs on the machine only ever slow a
-    run down, so the best is the closest to the machine's own speed; the points are compared at
-    their best repetition likewise). Returns {threads: roofline.KernelRates}."""
+    over a set of set_mib[format] MiB; decode steps and prompt chunks alike); each the best of
+    `repetitions` (other jobs on the machine only ever slow a run down, so the best is the
+    closest to the machine's own speed). Returns {threads: roofline.KernelRates}."""
     binary = bench_kernels_path(cpullm)
     if not os.path.exists(binary):
         raise measure.MeasureError(f"{binary}: missing (build the suites: cmake --build BUILD --target bench_kernels)")
@@ -193,8 +190,6 @@ def measure_rates(cpullm, formats, thread_counts, isa, gemm_shapes, decode_shape
         names = [f"memory_read/{t}/"]
         names += [f"matvec_decode/{GGML_TYPE[f]}/{dim}/{ffn}/{kv_dim}/{isa_n}/1/{set_mib[f]}/{n}/"
                   for f in formats for n in step_tokens]
-        names += [f"matmul/{GGML_TYPE[f]}/{r}/{c}/{n}/{isa_n}/0/"
-                  for f in formats for r, c in gemm_shapes for n in roofline.GEMM_TOKENS]
         out = measure.run_checked([binary, "--benchmark_filter=^(" + "|".join(names) + ")", "--benchmark_format=json",
                                    "--benchmark_min_time=0.1", f"--benchmark_repetitions={repetitions}",
                                    "--decode_set_mib=" + ",".join(str(set_mib[f]) for f in formats),
@@ -203,16 +198,12 @@ def measure_rates(cpullm, formats, thread_counts, isa, gemm_shapes, decode_shape
         best = {}
         for r in json.loads(out)["benchmarks"]:
             if r.get("run_type") == "iteration" and "error_occurred" not in r:
-                streams = r["name"].startswith(("memory_read", "matvec_decode"))
-                rate = r.get("bytes_per_second") if streams else r["FLOP/s"]
                 key = tuple(r["run_name"].split("/"))
-                best[key] = max(best.get(key, 0.0), rate / 1e9)
+                best[key] = max(best.get(key, 0.0), r["bytes_per_second"] / 1e9)
         rates[t] = roofline.KernelRates(
             threads=t,
             bandwidth_gbs=next(v for f, v in best.items() if f[0] == "memory_read"),
-            decode_gbs={(by_type[int(f[1])], int(f[8])): v for f, v in best.items() if f[0] == "matvec_decode"},
-            gemm_gflops={(by_type[int(f[1])], (int(f[2]), int(f[3])), int(f[4])): v
-                         for f, v in best.items() if f[0] == "matmul"})
+            layer_gbs={(by_type[int(f[1])], int(f[8])): v for f, v in best.items() if f[0] == "matvec_decode"})
     return rates
 
 
@@ -235,12 +226,12 @@ def print_inputs(label, rates, overheads, formats, decode_shape, set_mib):
     """The kernel rates per thread count, and the overhead calibration where there is one."""
     print(f"{label}:")
     for t, r in sorted(rates.items()):
-        print(f"  {t} thread(s): read bandwidth {r.bandwidth_gbs:.1f} GB/s; decode layers "
-              f"{'x'.join(map(str, decode_shape))} (dim x ffn x kv dim) in turn from a file mapping: "
-              + ", ".join(f"{f} at {n} token(s) a step {v:.1f} ({set_mib[f]} MiB)" for (f, n), v in sorted(r.decode_gbs.items()))
-              + " GB/s of weights")
-        for (f, (rows, cols), n), v in sorted(r.gemm_gflops.items()):
-            print(f"    GEMM {f} {rows}x{cols}, {n} tokens: {v:.1f} GFLOP/s")
+        print(f"  {t} thread(s): read bandwidth {r.bandwidth_gbs:.1f} GB/s; layers "
+              f"{'x'.join(map(str, decode_shape))} (dim x ffn x kv dim) in turn from a file mapping, GB/s of weights "
+              "at N token(s) a step:")
+        for f in sorted({f for f, _ in r.layer_gbs}):
+            print(f"    {f} ({set_mib[f]} MiB): " + ", ".join(f"{n}: {v:.1f}" for (g, n), v in sorted(r.layer_gbs.items())
+                                                           if g == f))
         if not overheads:
             continue
         o = overheads[t]
@@ -250,9 +241,13 @@ def print_inputs(label, rates, overheads, formats, decode_shape, set_mib):
               f"tokens {o.prefill_s * 1e3:.1f} ms + attention {o.prefill_attention_s * 1e3:.1f} ms")
 
 
-def step_tokens(points):
-    """The tokens a decode step takes at the points (one per sequence), and 1 (a prompt's logits)."""
-    return sorted({1} | {p.get("sequences", 1) for p in points})
+def step_tokens(points, workload):
+    """The tokens of the steps the points take: a decode step's (one per sequence), a prompt
+    chunk's, and 1 (a prompt's logits)."""
+    decode = {p.get("sequences", 1) for p in points}
+    prefill = {n for p in points for n in roofline.prefill_chunks(workload["prompt"], p.get("sequences", 1),
+                                                                  p.get("batch", roofline.CHUNK))}
+    return sorted({1} | decode | prefill)
 
 
 def predict_points(points, shape, source_format, workload, rates, overheads, max_threads):
@@ -302,17 +297,13 @@ def tune_this_box(args, plan, profile):
     max_threads = len(sp.usable_cores(sweep.topology, "", 0))
     thread_counts = sorted({p.get("threads", 0) or max_threads for p in points})
     formats = sorted({f for p in points for f in point_formats(shape, p, sweep.source_format)})
-    out = roofline.output_layer(shape)
-    gemm_shapes = sorted({roofline.nearest_gemm_shape(rows, cols)
-                          for name, rows, cols, *_ in roofline.matrices(shape, sweep.source_format) if name != out})
     decode_shape = roofline.nearest_decode_shape(shape)
     set_mib = {f: roofline.decode_set_mib(shape, f) for f in formats}
     isa = best_isa(args.cpullm)
 
     memory = sum(total for total, _ in oscheck.node_memory(args.root).values())
     fits = not memory or info["totals"]["bytes"] < memory
-    rates = measure_rates(args.cpullm, formats, thread_counts, isa, gemm_shapes, decode_shape, set_mib,
-                          step_tokens(points))
+    rates = measure_rates(args.cpullm, formats, thread_counts, isa, decode_shape, set_mib, step_tokens(points, workload))
     if fits:
         overheads = measure_overheads(args.cpullm, args.model, thread_counts, workload)
         calibration = (f"overhead calibration: cpullm profile -m {args.model} -p {workload['prompt']} "
@@ -343,8 +334,8 @@ def tune_this_box(args, plan, profile):
 
     def remeasure(point, level):
         t = point.get("threads", 0) or max_threads
-        fresh = measure_rates(args.cpullm, point_formats(shape, point, sweep.source_format), [t], isa, gemm_shapes,
-                              decode_shape, set_mib, step_tokens([point]), 1)[t]
+        fresh = measure_rates(args.cpullm, point_formats(shape, point, sweep.source_format), [t], isa, decode_shape,
+                              set_mib, step_tokens([point], workload), 1)[t]
         paired_rates.setdefault((sp.point_key(point), level), []).append(fresh)
 
     print(f"\nsweep (budget {args.budget}; before each run of a point its kernel rates are measured again):")
@@ -405,8 +396,7 @@ def print_errors(args, results, before, per_run, rates):
             if abs(e["median"]) > TARGET:
                 worst.append(f"{sp.describe(r['point'])} {name} {e['median']:+.0%}")
         old = rates[pairs[0][1].threads]
-        drift = [fresh.decode_gbs[k] / old.decode_gbs[k] - 1 for _, fresh in pairs for k in fresh.decode_gbs]
-        drift += [v / old.gemm_gflops[k] - 1 for _, fresh in pairs for k, v in fresh.gemm_gflops.items()]
+        drift = [fresh.layer_gbs[k] / old.layer_gbs[k] - 1 for _, fresh in pairs for k in fresh.layer_gbs]
         lines.append(f"  level {r['level']}: {sp.describe(r['point'])}, {len(samples)} runs: " + "; ".join(text)
                      + f"; kernel rates moved {min(drift):+.0%}..{max(drift):+.0%} since the sweep began")
     print("\n".join(lines) or "  nothing measured")

@@ -1,7 +1,7 @@
 // Matrix-vector kernels at the decode shapes of TinyLlama-1.1B and LLaMA-7B, for every weight
 // type and every ISA level this CPU runs, with the single-threaded scalar reference beside them,
-// and (matvec_decode, the decode rate `cpullm tune` predicts from) a decode step's layers in turn
-// as the engine runs them, for one sequence or several decoded together. bytes/s counts the weight bytes read: the figure to hold against
+// and (matvec_decode, the rate `cpullm tune` predicts from) a step's layers in turn as the engine
+// runs them: a decode step of one sequence or several decoded together, or a prompt chunk. bytes/s counts the weight bytes read: the figure to hold against
 // bench_memory's read roof.
 #include <benchmark/benchmark.h>
 
@@ -195,7 +195,7 @@ void run_decode_layer(const DecodeSet& set, int64_t l, GgmlType type, Isa isa, i
 
 // Arguments: weight type, dim, ffn (gate/up rows), kv dim (k/v rows), ISA, where the weights
 // lie (0: heap, 1: a temporary file, mapped), the set's size in MiB (0: one layer), tokens per
-// step (sequences decoded together).
+// step (sequences decoded together, or a prompt chunk).
 void BM_MatvecDecode(benchmark::State& state) {
   const auto type = static_cast<GgmlType>(state.range(0));
   const auto isa = static_cast<Isa>(state.range(4));
@@ -226,7 +226,7 @@ void BM_MatvecDecode(benchmark::State& state) {
 
 // The sets of 0 MiB (one layer) and 1 GiB (bench_memory's read buffer: beyond any cache), one
 // token a step, by default; --decode_set_mib=LIST and --decode_tokens=LIST give others (tune:
-// the bytes of the model's decode step, the sequences of its points).
+// the bytes of the model's decode step; its points' sequences and prompt chunks).
 void register_decode_cases(const std::vector<int64_t>& set_mib, const std::vector<int64_t>& tokens) {
   benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark("matvec_decode", BM_MatvecDecode);
   for (auto type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,

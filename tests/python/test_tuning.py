@@ -358,11 +358,11 @@ def roofline_against_hand_computed_numbers(ctx):
 def host_model_against_hand_computed_numbers(ctx):
     shape = tiny_shape()
     # Q8_0 matrices: attn_q 4352 B (q8_0) and ffn_down 6144 B (F16 fallback) per layer, output 6800 B (q8_0).
-    # Decode rates at 1 and at 2 tokens a step (two sequences decoded together).
-    decode_gbs = {("q8_0", 1): 1.0, ("f16", 1): 2.0, ("q8_0", 2): 1.5, ("f16", 2): 3.0}
-    rates = roofline.KernelRates(threads=1, bandwidth_gbs=10.0, decode_gbs=decode_gbs,
-                                 gemm_gflops={(f, (2048, 2048), n): g for f in ("q8_0", "f16")
-                                              for n, g in ((32, 1.0), (512, 5.0))})
+    # Layer rates at 1 and 2 tokens a step (two sequences decoded together), and at the prompt
+    # chunks' 4, 16 and 20 tokens.
+    layer_gbs = {("q8_0", 1): 1.0, ("f16", 1): 2.0, ("q8_0", 2): 1.5, ("f16", 2): 3.0, ("q8_0", 4): 2.0,
+                 ("f16", 4): 4.0, ("q8_0", 16): 4.0, ("f16", 16): 8.0, ("q8_0", 20): 5.0, ("f16", 20): 10.0}
+    rates = roofline.KernelRates(threads=1, bandwidth_gbs=10.0, layer_gbs=layer_gbs)
     profile = {"phases": [
         {"name": "prefill", "tokens": 10, "seconds": 0.010,
          "regions": [{"name": "q_proj", "seconds": 0.004}, {"name": "attention", "seconds": 0.002},
@@ -397,19 +397,16 @@ def host_model_against_hand_computed_numbers(ctx):
     matrices2 = 2 * 4352 / 1.5e9 + 2 * 6144 / 3e9 + 6800 / 1.5e9
     assert abs(parts["matrices"] - matrices2) < 1e-15 and abs(parts["attention"] - 2 * 0.0005 * 23 / 12.5) < 1e-15
     assert abs(parts["other"] - 0.0006) < 1e-15 and abs(tps - 2 / sum(parts.values())) < 1e-9, parts
-    above_roof = roofline.KernelRates(threads=1, bandwidth_gbs=1.5, decode_gbs=decode_gbs,
-                                      gemm_gflops={})
+    above_roof = roofline.KernelRates(threads=1, bandwidth_gbs=1.5, layer_gbs=layer_gbs)
     _, parts = roofline.predict_decode_host(shape, "q8_0", above_roof, overhead, 22.0)
     assert abs(parts["matrices"] - matrices) < 1e-15, parts
-    # GEMM rate: the benchmarked 2048x2048 (nearest), interpolated in log tokens: 128 is half way
-    # from 32 to 512; outside the range the ends are used.
-    assert abs(roofline.gemm_rate(rates, "q8_0", 64, 64, 128) - 3.0) < 1e-12
-    assert roofline.gemm_rate(rates, "q8_0", 64, 64, 8) == 1.0 and roofline.gemm_rate(rates, "q8_0", 64, 64, 4096) == 5.0
-    # Prefill of 20 tokens in chunks of 16 and 4 (both at the 32-token rate, 1 GFLOP/s): the
-    # matrices but the output layer, then the output layer once as a matvec; overhead scaled
-    # from the 10-token calibration: attention x 4, the rest x 2.
+    # Prefill of 20 tokens in chunks of 16 and 4, each through the matrices but the output layer
+    # at the rate of its length, then the output layer once as a matvec; overhead scaled from
+    # the 10-token calibration: attention x 4, the rest x 2.
+    assert roofline.prefill_chunks(20, 1, 16) == [16, 4] and roofline.prefill_chunks(10, 2, 16) == [16, 4]
+    assert roofline.prefill_chunks(64, 4) == [256] and roofline.prefill_chunks(600, 1) == [512, 88]
     seconds, parts = roofline.predict_prefill_host(shape, "q8_0", rates, overhead, 20, chunk=16)
-    gemm = 2 * 2 * (64 * 64 + 64 * 48) * 20 / 1e9
+    gemm = 2 * 4352 / 4e9 + 2 * 6144 / 8e9 + 2 * 4352 / 2e9 + 2 * 6144 / 4e9
     assert abs(parts["matrices"] - gemm) < 1e-15 and abs(parts["output layer"] - 6800 / 1e9) < 1e-15, parts
     assert abs(parts["attention"] - 0.008) < 1e-12 and abs(parts["other"] - 0.006) < 1e-12
     assert abs(seconds - sum(parts.values())) < 1e-15
@@ -421,6 +418,10 @@ def host_model_against_hand_computed_numbers(ctx):
     assert abs(parts["attention"] - 0.004) < 1e-12 and abs(parts["other"] - 0.006) < 1e-12
     _, parts = roofline.predict_prefill_host(shape, "q8_0", rates, overhead, 10, sequences=2)
     assert abs(parts["output layer"] - 6800 / 1.5e9) < 1e-15, parts
+    assert abs(parts["matrices"] - (2 * 4352 / 5e9 + 2 * 6144 / 10e9)) < 1e-15, parts
+    # What tune measures for a space: the decode steps' tokens, the prompt chunks' and 1.
+    assert tune.step_tokens([{"sequences": 4}, {"sequences": 1}], {"prompt": 64}) == [1, 4, 64, 256]
+    assert tune.step_tokens([{"batch": 32}], {"prompt": 600}) == [1, 24, 32]
 
 
 def layer_shape(dim, ffn, kv_dim, fmt="f16"):
@@ -438,14 +439,7 @@ def layer_shape(dim, ffn, kv_dim, fmt="f16"):
 @check
 def host_model_picks_the_benchmarked_shapes(ctx):
     tinyllama, llama7b = layer_shape(2048, 5632, 256), layer_shape(4096, 11008, 4096)
-    # Each GEMM at its own benchmarked shape; k and v (256 x 2048) at TinyLlama's 2048 x 2048,
-    # ffn_down (2048 x 5632) at the benchmarked shape of its size, 5632 x 2048.
-    nearest = {name: roofline.nearest_gemm_shape(rows, cols) for name, rows, cols, *_ in tinyllama.tensors if rows > 1}
-    assert nearest["blk.0.attn_q.weight"] == nearest["blk.0.attn_k.weight"] == (2048, 2048), nearest
-    assert nearest["blk.0.ffn_gate.weight"] == nearest["blk.0.ffn_down.weight"] == (5632, 2048), nearest
-    assert roofline.nearest_gemm_shape(4096, 4096) == (4096, 4096)
-    assert roofline.nearest_gemm_shape(4096, 11008) == (11008, 4096)
-    # The decode layer by the size of the model's first layer; stories-sized models get the smaller.
+    # The benchmarked layer by the size of the model's first layer; stories-sized models get the smaller.
     assert roofline.nearest_decode_shape(tinyllama) == (2048, 5632, 256)
     assert roofline.nearest_decode_shape(llama7b) == (4096, 11008, 4096)
     assert roofline.nearest_decode_shape(layer_shape(5120, 13824, 5120)) == (4096, 11008, 4096)  # LLaMA-13B

@@ -117,7 +117,8 @@ def tune_plans_a_model_too_large_for_this_machine(ctx):
     out = run([ctx.cpullm, "tune", "--hardware", "host", "-m", model, "--space", space,
                "--out", os.path.join(ctx.workdir, "tune-large")], timeout=600).stdout
     assert "does not fit this machine's" in out and "planning only" in out, out
-    assert "GEMM q8_0 11008x4096, 512 tokens:" in out and "threads=1 format=q8_0: decode " in out, out
+    assert "layers 4096x11008x4096" in out and "q8_0 (1024 MiB): 1: " in out, out  # decode steps and the 64-token chunk
+    assert ", 64: " in out and "threads=1 format=q8_0: decode " in out, out
     assert "sweep (budget" not in out, out
     assert os.stat(model).st_blocks * 512 < 1 << 20  # nothing was read
 
