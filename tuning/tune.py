@@ -348,8 +348,25 @@ def tune_this_box(args, plan, profile):
             continue
         per_run[(r["key"], r["level"])] = [
             (predict_points([r["point"]], shape, sweep.source_format, workload, {fresh.threads: fresh}, overheads,
-                            max_threads)[r["key"]], fresh) for fresh in runs]
+                            max_threads)[r["key"]], fresh) for fresh in bracketing_rates(runs)]
     print_errors(args, results, before, per_run, rates)
+
+
+def bracketing_rates(before_each_run):
+    """The rates each run is predicted from: the better of those measured just before it and
+    just after it (before the point's next run; the last run has only the former). A rate
+    measurement takes a fraction of a second and a run several: a slowdown that hits one window
+    but not the run (or not the other window) once put a point at -52% (docs/tuning.md); other
+    jobs only ever slow a kernel down, so the better window is the one closer to the run's
+    machine."""
+    after = before_each_run[1:] + [None]
+    return [best_rates(a, b) if b else a for a, b in zip(before_each_run, after)]
+
+
+def best_rates(a, b):
+    """Each rate the better of two measurements of the same kernels."""
+    return roofline.KernelRates(threads=a.threads, bandwidth_gbs=max(a.bandwidth_gbs, b.bandwidth_gbs),
+                                layer_gbs={k: max(v, b.layer_gbs[k]) for k, v in a.layer_gbs.items()})
 
 
 METRICS = (("decode_tps", "decode", "tokens/s", 1), ("ttft_ms", "TTFT", "ms", 0))

@@ -224,6 +224,10 @@ def prediction_error_pairs_each_run_with_its_rates(ctx):
     samples = [{"decode_tps": 100.0, "ttft_ms": 40.0}, {"decode_tps": 60.0, "ttft_ms": 40.0},
                {"decode_tps": 100.0, "ttft_ms": 60.0}]
     errors = tune.run_errors(predictions, samples)
+    # Each run's rates: the better of those measured before it and after it (before the next run).
+    measured = [roofline.KernelRates(1, bw, {("q8_0", 1): v}) for bw, v in ((10.0, 1.0), (8.0, 3.0), (12.0, 2.0))]
+    bracketing = tune.bracketing_rates(measured)
+    assert [(r.bandwidth_gbs, r.layer_gbs[("q8_0", 1)]) for r in bracketing] == [(10.0, 3.0), (12.0, 3.0), (12.0, 2.0)]
     assert [round(e, 4) for e in errors["decode_tps"]["each"]] == [0.1, 0.6667, -0.05], errors
     assert abs(errors["decode_tps"]["median"] - 0.1) < 1e-12
     assert [round(e, 4) for e in errors["ttft_ms"]["each"]] == [0.25, 0.0, -0.25]
