@@ -386,15 +386,15 @@ def run_errors(predictions, samples):
 
 def print_errors(args, results, before, per_run, rates):
     """Prediction error per measured point, (predicted - measured) / measured. Each run is held
-    against the prediction from the kernel rates measured in the seconds before it, and the
+    against the prediction from the kernel rates measured in the seconds around it, and the
     point's error is the median of those per-run errors: what the ±15% target is checked on.
     A run and its rates sample the same stretch of this shared machine's time, so a slow minute
     moves both and cancels; the median then sets aside the run that a slowdown hit between its
     rates and itself. Also given: the prediction from the rates measured before the sweep (in
     brackets), the point's mean ± 95% interval, and how far the point's rates had moved since
     the sweep began."""
-    print(f"\nprediction error per point: each run against the prediction from the kernel rates measured just "
-          f"before it; median of the runs' errors [range] (target within ±{TARGET:.0%}); before the sweep's "
+    print(f"\nprediction error per point: each run against the prediction from the kernel rates measured on "
+          f"either side of it (the better); median of the runs' errors [range] (target within ±{TARGET:.0%}); before the sweep's "
           f"prediction in brackets, the point's mean ± 95% interval:")
     lines, worst = [], []
     for r in results:
