@@ -11,26 +11,29 @@ namespace cpullm {
 
 // An activation vector quantized to Q8_0 once per matvec, in the layouts the integer kernels
 // read, with what they would otherwise redo for every row precomputed. Every array is padded
-// with zeros to whole groups of 4 blocks, so a kernel may read a group past the last block:
-// zero values, offsets and scales add nothing.
+// with zeros (biased values with 128) to whole groups of 4 blocks, so a kernel may read a group
+// past the last block: zero scales make it add nothing.
 //
 // Natural order is x's. Nibble order is Q4_0's: a Q4_0 block's byte j holds weights j (low
 // nibble) and j + 16 (high nibble), so per group of 4 blocks the values come as the 4 blocks'
 // first halves, then their second halves; one AND and one shift then unpack 4 blocks of
 // nibbles into the 128 bytes that meet them.
 //
-// The offsets make unsigned weights exact. vpdpbusd and maddubs multiply unsigned by signed
-// bytes: Q4_0's nibbles are weight + 8 and go in as stored; Q8_0's weights go in XOR 0x80, as
-// weight + 128. The int32 lane filled from values i..i+3 (natural) or from 4 low and 4 high
-// nibbles (nibble order) then holds w.a + zero_point * sum(a), and starting the lane at minus
-// that sum leaves exactly w.a.
+// vpdpbusd and maddubs multiply unsigned by signed bytes. Q4_0's nibbles are weight + 8 and go
+// in as stored, unsigned: the int32 lane filled from 4 low and 4 high nibbles then holds
+// w.a + 8 * sum(a), and starting the lane at its offset, minus that sum, leaves exactly w.a.
+// Q8_0's and INT8_CHANNEL's signed weights meet the activations as a + 128 (values_biased): a
+// lane then holds w.a + 128 * sum(w), which the kernel takes off from the weights once for
+// all the tokens. So a natural-order row reads 36 bytes of each token's activations per block
+// (values and one scale): at LLaMA-7B's ffn_down (11008 columns) 12 KiB, which stays in L1 beside
+// the streaming rows, where lane-repeated scales and offsets (96 bytes a block, 33 KiB) did not
+// (the AVX-512 matvec then read 15 GB/s against 26 at 4096 columns; docs/kernels.md).
 struct QuantizedActivations {
   const int8_t* values;               // (cols) natural order
+  const uint8_t* values_biased;       // (cols) natural order, each value + 128
   const int8_t* nibble_order;         // (cols) nibble order
   const float* scales;                // (cols / 32) each block's scale
-  const float* scales_by_lane8;       // (cols / 4) scales[b] repeated for block b's 8 lanes (natural)
   const float* scales_by_lane4;       // (cols / 8) scales[b] repeated for block b's 4 lanes (nibble order)
-  const int32_t* offsets_natural;     // (cols / 4) -128 * (a[4j] + .. + a[4j + 3])
   const int32_t* offsets_nibble;      // (cols / 8) -8 * the sum of the 8 values nibble-order lane j meets
 };
 

@@ -69,10 +69,10 @@ struct FloatRow {
 };
 
 // Q8_0 and INT8_CHANNEL, two blocks per step in natural order: lanes 0-7 hold block b's sums,
-// lanes 8-15 block b + 1's. The weights go into vpdpbusd's unsigned side XOR 0x80 (weight +
-// 128) and the lane starts from its offset, -128 * the sum of its activations (dot.hpp). When
-// `pair` is false block b is the row's last: the upper half's weights are zero, its
-// activations, offsets and scales padding zeros, so its products and its term are zero.
+// lanes 8-15 block b + 1's. The weights go into vpdpbusd's signed side as stored and meet the
+// activations + 128 (dot.hpp); each lane starts from -128 * the sum of its 4 weights, computed
+// once for all the tokens. When `pair` is false block b is the row's last: the upper half's
+// weights are zero, and so are its products and its activation scale.
 inline __m512i pair_weights(const Q8_0Row& w, int64_t b, bool pair) {
   const __m512i first = _mm512_zextsi256_si512(load32_i8(w.blocks[b].q));
   return pair ? _mm512_inserti64x4(first, load32_i8(w.blocks[b + 1].q), 1) : first;
@@ -96,13 +96,17 @@ inline __m512 pair_scales(const Int8ChannelRow& w, int64_t, bool) { return _mm51
 
 template <int T, typename Row>
 inline void natural_pair(const Row& w, int64_t b, bool pair, const QuantizedActivations* const* a, __m512 (&acc)[T]) {
-  const __m512i biased = _mm512_xor_si512(pair_weights(w, b, pair), _mm512_set1_epi8(static_cast<char>(0x80)));
+  const __m512i weights = pair_weights(w, b, pair);
+  const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                         _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(static_cast<char>(0x80)), weights));
   const __m512 weight_scales = pair_scales(w, b, pair);
+  // Each token's two block scales, read as stored (8 bytes) and spread over their blocks' lanes.
+  const __m512i spread = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
-    const __m512i sums = _mm512_dpbusd_epi32(_mm512_loadu_si512(a[t]->offsets_natural + b * 8), biased,
-                                             _mm512_loadu_si512(a[t]->values + b * kQuantBlock));
-    const __m512 scales = _mm512_mul_ps(weight_scales, _mm512_loadu_ps(a[t]->scales_by_lane8 + b * 8));
+    const __m512i sums = _mm512_dpbusd_epi32(start, _mm512_loadu_si512(a[t]->values_biased + b * kQuantBlock), weights);
+    const __m128 two = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(a[t]->scales + b)));
+    const __m512 scales = _mm512_mul_ps(weight_scales, _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(two)));
     acc[t] = _mm512_fmadd_ps(scales, _mm512_cvtepi32_ps(sums), acc[t]);
   }
 }

@@ -21,8 +21,9 @@ namespace cpullm {
 // mapping, 2 threads, AVX-512, TinyLlama-1.1B and LLaMA-7B layers; docs/kernels.md), streaming
 // against the GEMM: at 2 tokens 1.2-3.6x faster for every format; at 4 tokens 1.15-1.5x for F16;
 // for the integer formats at 3-4 tokens only while the tokens' quantized activations stay in
-// L1 beside the rows (at LLaMA-7B's width 4 tokens streamed at 0.64x (Q8_0) and 0.93x (Q4_0) of
-// the GEMM); at 8 tokens (two passes over each row) the GEMM won everywhere.
+// L1 beside the rows (with 96 bytes a block, before session 7, LLaMA-7B's 4 Q8_0 tokens streamed
+// at 0.64x of the GEMM; with 36, 3 tokens take 0.55-0.71x the GEMM's time and 4 0.73-0.93x); at
+// 8 tokens (two passes over each row) the GEMM won everywhere.
 bool matmul_streams_rows(GgmlType type, int64_t tokens, int64_t cols) {
   if (tokens <= 2) return true;
   if (tokens > kRowDotTokens) return false;
@@ -30,10 +31,10 @@ bool matmul_streams_rows(GgmlType type, int64_t tokens, int64_t cols) {
   if (!uses_q8_0_activations(type)) return false;
   // What one token's row kernel reads per block of 32 columns (dot.hpp): Q4_0 the nibble-order
   // values (32 bytes), lane scales and offsets (16 + 16); the others the natural-order values
-  // (32), lane scales and offsets (32 + 32). The budget is half this host's 48 KiB L1d and 3/4
-  // of the Xeon E5 v4's 32 KiB.
+  // (32) and the block's scale (4). The budget is half this host's 48 KiB L1d and 3/4 of the
+  // Xeon E5 v4's 32 KiB.
   constexpr int64_t kActivationBudget = 24 * 1024;
-  const int64_t block_bytes = type == GgmlType::Q4_0 ? 64 : 96;
+  const int64_t block_bytes = type == GgmlType::Q4_0 ? 64 : 36;
   return tokens * block_bytes * (cols / kQuantBlock) <= kActivationBudget;
 }
 

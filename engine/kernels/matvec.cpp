@@ -44,7 +44,7 @@ const QuantizedActivations& quantize_activations(const float* x, int64_t cols, i
   // The arrays, each starting on a 64-byte boundary of one per-thread arena: the kernels' 64-byte
   // loads then never straddle two cache lines.
   constexpr int64_t kLine = 64;
-  const int64_t bytes_per_block[] = {kQuantBlock, kQuantBlock, 4, 4 * 8, 4 * 8, 4 * 4, 4 * 4};
+  const int64_t bytes_per_block[] = {kQuantBlock, kQuantBlock, kQuantBlock, 4, 4 * 4, 4 * 4};
   int64_t total = kLine;
   for (int64_t bytes : bytes_per_block) total += (padded * bytes + kLine - 1) / kLine * kLine;
   arena.resize(static_cast<std::size_t>(total));
@@ -55,33 +55,30 @@ const QuantizedActivations& quantize_activations(const float* x, int64_t cols, i
     return start;
   };
   auto* values = reinterpret_cast<int8_t*>(carve(kQuantBlock));
+  auto* values_biased = reinterpret_cast<uint8_t*>(carve(kQuantBlock));
   auto* nibble_order = reinterpret_cast<int8_t*>(carve(kQuantBlock));
   auto* scales = reinterpret_cast<float*>(carve(4));
-  auto* scales_by_lane8 = reinterpret_cast<float*>(carve(4 * 8));
-  auto* offsets_natural = reinterpret_cast<int32_t*>(carve(4 * 8));
   auto* scales_by_lane4 = reinterpret_cast<float*>(carve(4 * 4));
   auto* offsets_nibble = reinterpret_cast<int32_t*>(carve(4 * 4));
   constexpr int64_t kHalf = kQuantBlock / 2;
-  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1), bias = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < padded; ++b) {
     const bool real = b < blocks;  // the padding blocks are zeros with zero scales
     const __m256i q = real ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quantized[b].q)) : _mm256_setzero_si256();
     const float scale = real ? fp16_to_fp32(quantized[b].scale) : 0.0f;
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(&values[b * kQuantBlock]), q);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(&values_biased[b * kQuantBlock]), _mm256_xor_si256(q, bias));
     int8_t* group = &nibble_order[b / kGroup * kGroup * kQuantBlock + b % kGroup * kHalf];
     _mm_storeu_si128(reinterpret_cast<__m128i*>(group), _mm256_castsi256_si128(q));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(group + kGroup * kHalf), _mm256_extracti128_si256(q, 1));
     const __m256i quads = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);  // 8 sums of 4 values
     const __m128i nibble_lanes = _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(&offsets_natural[b * 8]),
-                        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(quads, 7)));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(&offsets_nibble[b * 4]),
                      _mm_sub_epi32(_mm_setzero_si128(), _mm_slli_epi32(nibble_lanes, 3)));
     scales[b] = scale;
-    _mm256_storeu_ps(&scales_by_lane8[b * 8], _mm256_set1_ps(scale));
     _mm_storeu_ps(&scales_by_lane4[b * 4], _mm_set1_ps(scale));
   }
-  view = {values, nibble_order, scales, scales_by_lane8, scales_by_lane4, offsets_natural, offsets_nibble};
+  view = {values, values_biased, nibble_order, scales, scales_by_lane4, offsets_nibble};
   return view;
 }
 

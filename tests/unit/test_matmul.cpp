@@ -185,8 +185,10 @@ TEST(Matmul, StreamsRowsWhileTheTokensActivationsFitBesideThem) {
     EXPECT_FALSE(matmul_streams_rows(type, 5, 32)) << ggml_type_name(type);
   }
   EXPECT_TRUE(matmul_streams_rows(GgmlType::F16, 4, 11008));
-  EXPECT_TRUE(matmul_streams_rows(GgmlType::Q8_0, 4, 2048));    // 4 x 64 blocks x 96 bytes = 24 KiB
-  EXPECT_FALSE(matmul_streams_rows(GgmlType::Q8_0, 3, 4096));   // 36 KiB
+  EXPECT_TRUE(matmul_streams_rows(GgmlType::Q8_0, 4, 4096));    // 4 x 128 blocks x 36 bytes = 18 KiB
+  EXPECT_TRUE(matmul_streams_rows(GgmlType::Q8_0, 4, 5440));    // 24,480 bytes
+  EXPECT_FALSE(matmul_streams_rows(GgmlType::Q8_0, 4, 5472));   // 24,624 bytes
+  EXPECT_FALSE(matmul_streams_rows(GgmlType::CPULLM_INT8_CHANNEL, 3, 11008));
   EXPECT_TRUE(matmul_streams_rows(GgmlType::Q4_0, 3, 4096));    // 3 x 128 x 64 = 24 KiB
   EXPECT_FALSE(matmul_streams_rows(GgmlType::Q4_0, 4, 4096));   // 32 KiB
   EXPECT_FALSE(matmul_streams_rows(GgmlType::Q4_0, 4, 5632));
