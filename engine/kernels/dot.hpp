@@ -20,12 +20,13 @@ namespace cpullm {
 // nibbles into the 128 bytes that meet them.
 //
 // vpdpbusd and maddubs multiply unsigned by signed bytes. Q4_0's nibbles are weight + 8 and go
-// in as stored, unsigned: the int32 lane filled from 4 low and 4 high nibbles then holds
-// w.a + 8 * sum(a), and starting the lane at its offset, minus that sum, leaves exactly w.a.
+// in as stored, unsigned: a block's lanes then hold w.a + 8 * sum(a) between them, and starting
+// one of its lanes at the block's offset, -8 * the sum of its 32 values, leaves exactly w.a (a
+// block's lanes share one scale, so which lane carries it does not matter).
 // Q8_0's and INT8_CHANNEL's signed weights meet the activations as a + 128 (values_biased): a
 // lane then holds w.a + 128 * sum(w), which the kernel takes off from the weights once for
 // all the tokens. So a natural-order row reads 36 bytes of each token's activations per block
-// (values and one scale): at LLaMA-7B's ffn_down (11008 columns) 12 KiB, which stays in L1 beside
+// (values and one scale) and a nibble-order one 40 (values, scale and offset): at LLaMA-7B's ffn_down (11008 columns) 12 KiB, which stays in L1 beside
 // the streaming rows, where lane-repeated scales and offsets (96 bytes a block, 33 KiB) did not
 // (the AVX-512 matvec then read 15 GB/s against 26 at 4096 columns; docs/kernels.md).
 struct QuantizedActivations {
@@ -33,8 +34,7 @@ struct QuantizedActivations {
   const uint8_t* values_biased;       // (cols) natural order, each value + 128
   const int8_t* nibble_order;         // (cols) nibble order
   const float* scales;                // (cols / 32) each block's scale
-  const float* scales_by_lane4;       // (cols / 8) scales[b] repeated for block b's 4 lanes (nibble order)
-  const int32_t* offsets_nibble;      // (cols / 8) -8 * the sum of the 8 values nibble-order lane j meets
+  const int32_t* offsets;             // (cols / 32) -8 * the sum of each block's values (Q4_0's zero point)
 };
 
 // The most tokens one row-kernel call takes: each token's accumulators stay in registers.

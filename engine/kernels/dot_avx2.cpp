@@ -79,8 +79,8 @@ inline __m256i block_products(__m256i w, __m256i magnitudes, __m256i a) {
 // Q4_0 blocks b and b + 1 (when `pair`) in nibble order: lanes 0-3 hold block b's sums, 4-7
 // block b + 1's. One load and an AND take the low nibbles of both blocks, a shift and an AND
 // the high ones, once for every token; each meets a token's 32 activations in one maddubs (the
-// nibbles go in unsigned, as stored), the two int16 products add (at most 4 * 15 * 127 per pair), and the lane starts
-// from its zero-point offset. Past the last block everything is zero.
+// nibbles go in unsigned, as stored), the two int16 products add (at most 4 * 15 * 127 per pair), and each
+// block's first lane starts from its zero-point offset. Past the last block everything is zero.
 template <int T>
 inline void q4_0_pair(const BlockQ4_0* blocks, bool pair, const QuantizedActivations* const* a, int64_t b, __m256 (&acc)[T]) {
   const __m128i first = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[0].nibbles));
@@ -108,9 +108,13 @@ inline void q4_0_pair(const BlockQ4_0* blocks, bool pair, const QuantizedActivat
     const int8_t* high_acts = low_acts + 2 * kQuantBlock;
     const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(low, load32_i8(low_acts)),
                                            _mm256_maddubs_epi16(high, load32_i8(high_acts)));
+    // The two blocks' offsets into lanes 0 and 4 (the others take source lane 7, zero), their
+    // scales over lanes 0-3 and 4-7: 8 bytes each, as stored.
+    const __m256i two_offsets = _mm256_zextsi128_si256(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a[t]->offsets + b)));
     const __m256i sums = _mm256_add_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)),
-                                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t]->offsets_nibble + b * 4)));
-    const __m256 scales = _mm256_mul_ps(weight_scales, _mm256_loadu_ps(a[t]->scales_by_lane4 + b * 4));
+                                          _mm256_permutevar8x32_epi32(two_offsets, _mm256_setr_epi32(0, 7, 7, 7, 1, 7, 7, 7)));
+    const __m256 two_scales = _mm256_zextps128_ps256(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(a[t]->scales + b))));
+    const __m256 scales = _mm256_mul_ps(weight_scales, _mm256_permutevar8x32_ps(two_scales, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)));
     acc[t] = _mm256_fmadd_ps(scales, _mm256_cvtepi32_ps(sums), acc[t]);
   }
 }

@@ -114,8 +114,8 @@ inline void natural_pair(const Row& w, int64_t b, bool pair, const QuantizedActi
 // Q4_0, a group of four blocks per step in nibble order: lanes 4k..4k+3 hold block b + k's
 // sums. Four 16-byte loads fill a register with the group's nibbles; an AND gives the low
 // nibbles of all four blocks and a shift and an AND the high ones, once for every token; each
-// meets a token's 64 activations in one vpdpbusd (the nibbles go in unsigned, as stored), the
-// lanes starting from their zero-point offsets. A group of `count` < 4 blocks (the row's end) reads only those.
+// meets a token's 64 activations in one vpdpbusd (the nibbles go in unsigned, as stored), each
+// block's first lane starting from its zero-point offset. A group of `count` < 4 blocks (the row's end) reads only those.
 template <int T>
 inline void q4_0_group(const BlockQ4_0* blocks, int count, const QuantizedActivations* const* a, int64_t b, __m512 (&acc)[T]) {
   const auto nibbles = [&](int k) {
@@ -127,6 +127,8 @@ inline void q4_0_group(const BlockQ4_0* blocks, int count, const QuantizedActiva
   group = _mm512_inserti32x4(group, nibbles(3), 3);
   const __m512i mask = _mm512_set1_epi8(0x0f);
   const __m512i low = _mm512_and_si512(group, mask), high = _mm512_and_si512(_mm512_srli_epi16(group, 4), mask);
+  // Lane j takes element j / 4: block b + j / 4's.
+  const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
   // The four FP16 scales, each four times: words 0, 9, 18, 27 of the group's first 64 bytes.
   __m512 weight_scales;
   if (count == 4) {
@@ -137,15 +139,17 @@ inline void q4_0_group(const BlockQ4_0* blocks, int count, const QuantizedActiva
   } else {
     float four[4] = {};
     for (int k = 0; k < count; ++k) four[k] = fp16_to_fp32(blocks[k].scale);
-    const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
     weight_scales = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_loadu_ps(four)));
   }
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
     const int8_t* acts = a[t]->nibble_order + b * kQuantBlock;
-    __m512i sums = _mm512_dpbusd_epi32(_mm512_loadu_si512(a[t]->offsets_nibble + b * 4), low, _mm512_loadu_si512(acts));
+    // The four blocks' offsets into each block's first lane, their scales over all four lanes:
+    // 16 bytes each, as stored.
+    const __m512i offsets = _mm512_maskz_permutexvar_epi32(0x1111, spread, _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a[t]->offsets + b))));
+    __m512i sums = _mm512_dpbusd_epi32(offsets, low, _mm512_loadu_si512(acts));
     sums = _mm512_dpbusd_epi32(sums, high, _mm512_loadu_si512(acts + 2 * kQuantBlock));
-    const __m512 scales = _mm512_mul_ps(weight_scales, _mm512_loadu_ps(a[t]->scales_by_lane4 + b * 4));
+    const __m512 scales = _mm512_mul_ps(weight_scales, _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_loadu_ps(a[t]->scales + b))));
     acc[t] = _mm512_fmadd_ps(scales, _mm512_cvtepi32_ps(sums), acc[t]);
   }
 }

@@ -29,12 +29,11 @@ bool matmul_streams_rows(GgmlType type, int64_t tokens, int64_t cols) {
   if (tokens > kRowDotTokens) return false;
   if (type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16) return true;
   if (!uses_q8_0_activations(type)) return false;
-  // What one token's row kernel reads per block of 32 columns (dot.hpp): Q4_0 the nibble-order
-  // values (32 bytes), lane scales and offsets (16 + 16); the others the natural-order values
-  // (32) and the block's scale (4). The budget is half this host's 48 KiB L1d and 3/4 of the
-  // Xeon E5 v4's 32 KiB.
+  // What one token's row kernel reads per block of 32 columns (dot.hpp): the values (32 bytes),
+  // the block's scale (4) and for Q4_0 its offset (4). The budget is half this host's 48 KiB L1d
+  // and 3/4 of the Xeon E5 v4's 32 KiB.
   constexpr int64_t kActivationBudget = 24 * 1024;
-  const int64_t block_bytes = type == GgmlType::Q4_0 ? 64 : 36;
+  const int64_t block_bytes = type == GgmlType::Q4_0 ? 40 : 36;
   return tokens * block_bytes * (cols / kQuantBlock) <= kActivationBudget;
 }
 

@@ -44,7 +44,7 @@ const QuantizedActivations& quantize_activations(const float* x, int64_t cols, i
   // The arrays, each starting on a 64-byte boundary of one per-thread arena: the kernels' 64-byte
   // loads then never straddle two cache lines.
   constexpr int64_t kLine = 64;
-  const int64_t bytes_per_block[] = {kQuantBlock, kQuantBlock, kQuantBlock, 4, 4 * 4, 4 * 4};
+  const int64_t bytes_per_block[] = {kQuantBlock, kQuantBlock, kQuantBlock, 4, 4};
   int64_t total = kLine;
   for (int64_t bytes : bytes_per_block) total += (padded * bytes + kLine - 1) / kLine * kLine;
   arena.resize(static_cast<std::size_t>(total));
@@ -58,8 +58,7 @@ const QuantizedActivations& quantize_activations(const float* x, int64_t cols, i
   auto* values_biased = reinterpret_cast<uint8_t*>(carve(kQuantBlock));
   auto* nibble_order = reinterpret_cast<int8_t*>(carve(kQuantBlock));
   auto* scales = reinterpret_cast<float*>(carve(4));
-  auto* scales_by_lane4 = reinterpret_cast<float*>(carve(4 * 4));
-  auto* offsets_nibble = reinterpret_cast<int32_t*>(carve(4 * 4));
+  auto* offsets = reinterpret_cast<int32_t*>(carve(4));
   constexpr int64_t kHalf = kQuantBlock / 2;
   const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1), bias = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < padded; ++b) {
@@ -72,13 +71,12 @@ const QuantizedActivations& quantize_activations(const float* x, int64_t cols, i
     _mm_storeu_si128(reinterpret_cast<__m128i*>(group), _mm256_castsi256_si128(q));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(group + kGroup * kHalf), _mm256_extracti128_si256(q, 1));
     const __m256i quads = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);  // 8 sums of 4 values
-    const __m128i nibble_lanes = _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(&offsets_nibble[b * 4]),
-                     _mm_sub_epi32(_mm_setzero_si128(), _mm_slli_epi32(nibble_lanes, 3)));
+    __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1));
+    sum = _mm_hadd_epi32(sum, sum);
+    offsets[b] = -8 * _mm_cvtsi128_si32(_mm_hadd_epi32(sum, sum));
     scales[b] = scale;
-    _mm_storeu_ps(&scales_by_lane4[b * 4], _mm_set1_ps(scale));
   }
-  view = {values, values_biased, nibble_order, scales, scales_by_lane4, offsets_nibble};
+  view = {values, values_biased, nibble_order, scales, offsets};
   return view;
 }
 

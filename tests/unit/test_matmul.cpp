@@ -189,8 +189,9 @@ TEST(Matmul, StreamsRowsWhileTheTokensActivationsFitBesideThem) {
   EXPECT_TRUE(matmul_streams_rows(GgmlType::Q8_0, 4, 5440));    // 24,480 bytes
   EXPECT_FALSE(matmul_streams_rows(GgmlType::Q8_0, 4, 5472));   // 24,624 bytes
   EXPECT_FALSE(matmul_streams_rows(GgmlType::CPULLM_INT8_CHANNEL, 3, 11008));
-  EXPECT_TRUE(matmul_streams_rows(GgmlType::Q4_0, 3, 4096));    // 3 x 128 x 64 = 24 KiB
-  EXPECT_FALSE(matmul_streams_rows(GgmlType::Q4_0, 4, 4096));   // 32 KiB
+  EXPECT_TRUE(matmul_streams_rows(GgmlType::Q4_0, 4, 4096));    // 4 x 128 x 40 = 20 KiB
+  EXPECT_TRUE(matmul_streams_rows(GgmlType::Q4_0, 4, 4800));    // 24,000 bytes
+  EXPECT_FALSE(matmul_streams_rows(GgmlType::Q4_0, 4, 4928));   // 24,640 bytes
   EXPECT_FALSE(matmul_streams_rows(GgmlType::Q4_0, 4, 5632));
 }
 
