@@ -314,7 +314,7 @@ def predict_prefill_host(shape, fmt, rates, overhead, prompt, keep="", chunk=CHU
             for c in range(len(chunks))]
     out = output_layer(shape)
     layers = lm_head = 0.0
-    for name, rows, cols, f, size in matrices(shape, fmt, keep):
+    for name, _, _, f, size in matrices(shape, fmt, keep):
         if name == out:
             measured = [n for fm, n in rates.layer_gbs if fm == f]
             lm_head = sum(size / weight_rate(rates, f, min(measured, key=lambda n: abs(n - k))) for k in ends if k)

@@ -327,9 +327,9 @@ def tune_this_box(args, plan, profile):
         return
 
     # The machine's speed moves while the sweep runs (other jobs share it): before each run of a
-    # point its kernel rates are measured again (once each), so that each run has rates from the
-    # seconds just before it; the run is predicted from those. The overhead calibration is kept
-    # from above.
+    # point its kernel rates are measured again (once each); each run is predicted from the
+    # better of the rates measured just before and just after it (bracketing_rates). The overhead
+    # calibration is kept from above.
     paired_rates = {}  # (point key, level): the rates measured before each of its runs, in order
 
     def remeasure(point, level):
@@ -375,7 +375,7 @@ TARGET = 0.15  # the prediction's target: within ±15% of what is measured
 
 def run_errors(predictions, samples):
     """Per metric: the errors (predicted - measured) / measured of each run against the prediction
-    from the rates measured just before it, and their median. predictions and samples: one per
+    from the rates measured around it, and their median. predictions and samples: one per
     run, in the order the runs were made."""
     errors = {}
     for key, *_ in METRICS:

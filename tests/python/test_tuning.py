@@ -216,8 +216,8 @@ def statistics(ctx):
 
 @check
 def prediction_error_pairs_each_run_with_its_rates(ctx):
-    # Three runs, each predicted from the rates measured just before it. The second run met a
-    # slowdown after its rates were measured (predicted 100, ran 60): alone +67%, but the median
+    # Three runs, each predicted from the rates measured around it. The second run met a
+    # slowdown its rates did not see (predicted 100, ran 60): alone +67%, but the median
     # of the per-run errors (+10%, +67%, -5%) is +10%.
     predictions = [{"decode_tps": 110.0, "ttft_ms": 50.0}, {"decode_tps": 100.0, "ttft_ms": 40.0},
                    {"decode_tps": 95.0, "ttft_ms": 45.0}]
