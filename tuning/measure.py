@@ -100,6 +100,10 @@ def bench_once(cpullm, model, point, workload, db=None):
     sample["tpot_ms"] = decode.get("tpot_ms") or 1e3 / decode["avg_ts"]
     if decode.get("itl_p99_ms") is not None:
         sample["itl_p99_ms"] = decode["itl_p99_ms"]
+    if decode.get("itl_p50_ms"):
+        # The median step's rate: what the machine decodes at between the stalls this shared
+        # host puts into some steps (docs/tuning.md, "Session 8"), which the mean takes in.
+        sample["decode_step_tps"] = decode.get("n_seq", 1) * 1e3 / decode["itl_p50_ms"]
     return sample
 
 

@@ -207,6 +207,57 @@ def measure_rates(cpullm, formats, thread_counts, isa, decode_shape, set_mib, st
     return rates
 
 
+PAGE_CHECK_WINDOWS = 8
+
+
+def page_check(cpullm, model, thread_counts):
+    """The read rate of the model file's own pages, mapped as the engine maps them, against the
+    read roof's freshly allocated memory, PAGE_CHECK_WINDOWS windows of each, interleaved: per
+    thread count {"file": [GB/s per window], "fresh": [...]}. The kernel rates come from freshly
+    written files; on this project's VM a model whose page-cache pages had been resident for
+    hours stalled reads for 10-200 ms at a time, which shows as a slow window
+    (docs/tuning.md, "Session 8")."""
+    result = {}
+    for t in thread_counts:
+        out = measure.run_checked([bench_kernels_path(cpullm), f"--read_file={model}",
+                                   f"--benchmark_filter=^memory_read(_file)?/{t}/", "--benchmark_format=json",
+                                   "--benchmark_min_time=0.2", f"--benchmark_repetitions={PAGE_CHECK_WINDOWS}",
+                                   "--benchmark_enable_random_interleaving=true"]).stdout
+        windows = {"memory_read_file": [], "memory_read": []}
+        for r in json.loads(out)["benchmarks"]:
+            if r.get("run_type") == "iteration" and "error_occurred" not in r:
+                windows[r["run_name"].split("/")[0]].append(r["bytes_per_second"] / 1e9)
+        if all(windows.values()):
+            result[t] = {"file": windows["memory_read_file"], "fresh": windows["memory_read"]}
+    return result
+
+
+STALLED_WINDOW = 0.8  # the file's slowest window below this share of fresh memory's slowest: stalls
+
+
+def stalled_pages(check):
+    """The thread counts at which the model's pages stalled: their slowest window well below
+    fresh memory's slowest (a stall of 10-200 ms takes a fifth or more of a 0.2 s window)."""
+    return [t for t, w in sorted(check.items()) if min(w["file"]) < STALLED_WINDOW * min(w["fresh"])]
+
+
+def print_page_check(check, model):
+    print(f"\nthe model's pages (bench_kernels memory_read_file --read_file={model}: the file's mapping against fresh "
+          f"memory, {PAGE_CHECK_WINDOWS} windows of 0.2 s each, interleaved; median, slowest):")
+    for t, w in sorted(check.items()):
+        print(f"  {t} thread(s): file {stats.median(w['file']):.1f}, {min(w['file']):.1f} GB/s; fresh memory "
+              f"{stats.median(w['fresh']):.1f}, {min(w['fresh']):.1f} GB/s")
+    stalled = stalled_pages(check)
+    if stalled:
+        print(f"  the file's pages stalled (at {', '.join(map(str, stalled))} thread(s)): on this host page-cache pages "
+              f"resident for hours stall reads for 10-200 ms at a time (docs/tuning.md, \"Session 8\"); the kernel "
+              f"rates are measured on fresh pages, so this file's runs take stalls the predictions leave out. Decode "
+              f"is held to each run's median step and TTFT to the point's least stalled run, and the stalls' share "
+              f"is given beside them; a fresh copy of the file (cp) did not stall here")
+    else:
+        print("  as fast as fresh memory, no stalled window")
+
+
 def measure_overheads(cpullm, model, thread_counts, workload):
     """The calibration: `cpullm profile` of the model at each thread count, the workload's prompt
     and generation, three times (the first run also touches the scratch and KV pages, which
@@ -316,6 +367,8 @@ def tune_this_box(args, plan, profile):
         calibration = "no overhead calibration"
     print_inputs(f"\nroofs measured now (bench_kernels, ISA {isa}; {calibration})", rates, overheads if fits else None,
                  formats, decode_shape, set_mib)
+    if fits:
+        print_page_check(page_check(args.cpullm, args.model, thread_counts), args.model)
     before = predict_points(points, shape, sweep.source_format, workload, rates, overheads, max_threads)
     print(f"\nPREDICTIONS before measuring (prompt {workload['prompt']}, decode of {workload['gen']} tokens from "
           f"position 0, as bench's tests, per sequence; tokens/s and TTFT of all sequences; parts in ms):")
@@ -375,27 +428,45 @@ TARGET = 0.15  # the prediction's target: within ±15% of what is measured
 
 def run_errors(predictions, samples):
     """Per metric: the errors (predicted - measured) / measured of each run against the prediction
-    from the rates measured around it, and their median. predictions and samples: one per
-    run, in the order the runs were made."""
+    from the rates measured around it, and the point's error. predictions and samples: one per
+    run, in the order the runs were made.
+
+    This host stalls a process's memory reads for 10-200 ms at a time, often several times a
+    second, when they touch page-cache pages that have been resident for long: the model file's,
+    not the rate windows' freshly written ones (docs/tuning.md, "Session 8"). A stall is not the
+    machine's speed and no roofline predicts it, so the run's stall-free speed is what the
+    prediction is held to: in decode, the median step (decode_step_tps; a build without it
+    gives the mean), and the point's error is the median of its runs'; a prefill is one call
+    with no steps to take a median of, so a point's TTFT error is its least stalled run's (the
+    highest error: stalls only ever lengthen a run). What the stalls cost is reported beside
+    it (stall_share)."""
     errors = {}
-    for key, *_ in METRICS:
-        each = [p[key] / s[key] - 1 for p, s in zip(predictions, samples)]
-        errors[key] = {"each": each, "median": stats.median(each)}
+    decode = [p["decode_tps"] / s.get("decode_step_tps", s["decode_tps"]) - 1 for p, s in zip(predictions, samples)]
+    errors["decode_tps"] = {"each": decode, "point": stats.median(decode)}
+    ttft = [p["ttft_ms"] / s["ttft_ms"] - 1 for p, s in zip(predictions, samples)]
+    errors["ttft_ms"] = {"each": ttft, "point": max(ttft)}
     return errors
+
+
+def stall_share(samples):
+    """The share of each run's decode time beyond its median step's, as (least, most): what
+    stalls and slower steps took from the mean that bench reports."""
+    shares = [1 - s["decode_tps"] / s["decode_step_tps"] for s in samples if s.get("decode_step_tps")]
+    return (min(shares), max(shares)) if shares else None
 
 
 def print_errors(args, results, before, per_run, rates):
     """Prediction error per measured point, (predicted - measured) / measured. Each run is held
-    against the prediction from the kernel rates measured in the seconds around it, and the
-    point's error is the median of those per-run errors: what the ±15% target is checked on.
-    A run and its rates sample the same stretch of this shared machine's time, so a slow minute
-    moves both and cancels; the median then sets aside the run that a slowdown hit between its
-    rates and itself. Also given: the prediction from the rates measured before the sweep (in
-    brackets), the point's mean ± 95% interval, and how far the point's rates had moved since
-    the sweep began."""
+    against the prediction from the kernel rates measured in the seconds around it (a slow
+    minute moves both and cancels), and the point's error (run_errors: decode from the runs'
+    median steps, TTFT from the least stalled run) is what the ±15% target is checked on. Also
+    given: the range of the runs' errors, the prediction from the rates measured before the
+    sweep (in brackets), the point's mean ± 95% interval as bench reports it, the share of
+    decode time the stalls took, and how far the point's rates had moved since the sweep began."""
     print(f"\nprediction error per point: each run against the prediction from the kernel rates measured on "
-          f"either side of it (the better); median of the runs' errors [range] (target within ±{TARGET:.0%}); before the sweep's "
-          f"prediction in brackets, the point's mean ± 95% interval:")
+          f"either side of it (the better); decode against the run's median step, the median of the runs' errors; "
+          f"TTFT the least stalled run's; [range of the runs' errors] (target within ±{TARGET:.0%}); before the "
+          f"sweep's prediction in brackets, the point's mean ± 95% interval (stalls included):")
     lines, worst = [], []
     for r in results:
         pairs = per_run.get((r["key"], r["level"]))
@@ -408,10 +479,13 @@ def print_errors(args, results, before, per_run, rates):
             e = errors[k]
             ci = f" ± {m[k]['ci95']:.{digits}f}" if m[k]["ci95"] is not None else ""
             predicted = stats.median([pr[k] for pr, _ in pairs])
-            text.append(f"{name} {e['median']:+.0%} [{min(e['each']):+.0%}..{max(e['each']):+.0%}] (predicted "
+            text.append(f"{name} {e['point']:+.0%} [{min(e['each']):+.0%}..{max(e['each']):+.0%}] (predicted "
                         f"{predicted:.{digits}f} ({b[k]:.{digits}f}), mean {m[k]['mean']:.{digits}f}{ci} {unit})")
-            if abs(e["median"]) > TARGET:
-                worst.append(f"{sp.describe(r['point'])} {name} {e['median']:+.0%}")
+            if abs(e["point"]) > TARGET:
+                worst.append(f"{sp.describe(r['point'])} {name} {e['point']:+.0%}")
+        stalls = stall_share(samples)
+        if stalls:
+            text.append(f"stalls took {stalls[0]:.0%}..{stalls[1]:.0%} of decode time")
         old = rates[pairs[0][1].threads]
         drift = [fresh.layer_gbs[k] / old.layer_gbs[k] - 1 for _, fresh in pairs for k in fresh.layer_gbs]
         lines.append(f"  level {r['level']}: {sp.describe(r['point'])}, {len(samples)} runs: " + "; ".join(text)

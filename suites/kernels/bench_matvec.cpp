@@ -6,6 +6,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <span>
 #include <sstream>
@@ -16,6 +17,7 @@
 #include "engine/kernels/matmul.hpp"
 #include "engine/kernels/matvec.hpp"
 #include "engine/util/aligned_vector.hpp"
+#include "suites/kernels/memory_cases.hpp"
 #include "suites/kernels/random_weights.hpp"
 
 namespace {
@@ -240,20 +242,29 @@ void register_decode_cases(const std::vector<int64_t>& set_mib, const std::vecto
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 
-// Removes --NAME=N[,N...] from argv and returns its list, or `fallback` where it is absent.
-std::vector<int64_t> take_list_flag(int& argc, char** argv, const std::string& name, std::vector<int64_t> fallback) {
+// Removes --NAME=VALUE from argv and returns the last VALUE, or "" where it is absent.
+std::string take_flag(int& argc, char** argv, const std::string& name) {
   const std::string flag = "--" + name + "=";
+  std::string value;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind(flag, 0) != 0) continue;
-    fallback.clear();
-    std::stringstream list(arg.substr(flag.size()));
-    for (std::string item; std::getline(list, item, ',');) fallback.push_back(std::stoll(item));
+    value = arg.substr(flag.size());
     std::copy(argv + i + 1, argv + argc + 1, argv + i);  // argv[argc] is nullptr
     --argc;
     --i;
   }
-  return fallback;
+  return value;
+}
+
+// Removes --NAME=N[,N...] from argv and returns its list, or `fallback` where it is absent.
+std::vector<int64_t> take_list_flag(int& argc, char** argv, const std::string& name, std::vector<int64_t> fallback) {
+  const std::string value = take_flag(argc, argv, name);
+  if (value.empty()) return fallback;
+  std::vector<int64_t> list;
+  std::stringstream items(value);
+  for (std::string item; std::getline(items, item, ',');) list.push_back(std::stoll(item));
+  return list;
 }
 
 }  // namespace
@@ -264,6 +275,14 @@ int main(int argc, char** argv) {
   const std::vector<int64_t> set_mib = take_list_flag(argc, argv, "decode_set_mib", {0, 1024});
   const std::vector<int64_t> tokens = take_list_flag(argc, argv, "decode_tokens", {1});
   register_decode_cases(set_mib, tokens);
+  if (const std::string file = take_flag(argc, argv, "read_file"); !file.empty()) {
+    try {
+      cpullm::bench::register_read_of_file(file);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench_kernels: --read_file: %s\n", e.what());
+      return 1;
+    }
+  }
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -1,14 +1,20 @@
 // This machine's memory roof, measured in the same run as the kernels it bounds: a read
 // (sum of a large array) and a STREAM triad (a = b + s * c), each over buffers far larger than
-// the last-level cache, with 1..N OpenMP threads. Kernel figures mean something only next to
+// the last-level cache, with 1..N OpenMP threads; with --read_file=PATH, the read of a file's
+// mapped pages too. Kernel figures mean something only next to
 // these: this host's bandwidth moves from run to run.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "engine/util/mapped_file.hpp"
+#include "suites/kernels/memory_cases.hpp"
 #include "suites/kernels/thread_counts.hpp"
 
 namespace {
@@ -21,26 +27,45 @@ std::vector<float>& array(int index) {
   return arrays[index];
 }
 
+// Reads n bytes (a multiple of 128) from `bytes` with `threads` threads: four independent
+// integer sums per thread (one chain would be bound by add latency, not by memory; integers,
+// as a file's bytes read as floats can be NaNs and denormals).
+__m256i read_all(const std::byte* bytes, int64_t n, int threads) {
+  __m256i total = _mm256_setzero_si256();
+#pragma omp parallel num_threads(threads)
+  {
+    __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; i += 128)
+      for (int k = 0; k < 4; ++k)
+        acc[k] = _mm256_add_epi32(acc[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + i + 32 * k)));
+#pragma omp critical
+    total = _mm256_add_epi32(total, _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3])));
+  }
+  return total;
+}
+
 void BM_ReadBandwidth(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
-  const std::vector<float>& a = array(0);
-  const int64_t n = static_cast<int64_t>(a.size());
-  for (auto _ : state) {
-    // Four independent vector sums per thread: one chain would be bound by add latency,
-    // not by memory.
-    __m256 total = _mm256_setzero_ps();
-#pragma omp parallel num_threads(threads)
-    {
-      __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-#pragma omp for schedule(static)
-      for (int64_t i = 0; i < n; i += 32)
-        for (int k = 0; k < 4; ++k) acc[k] = _mm256_add_ps(acc[k], _mm256_loadu_ps(a.data() + i + 8 * k));
-#pragma omp critical
-      total = _mm256_add_ps(total, _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    }
-    benchmark::DoNotOptimize(total);
-  }
+  const auto* bytes = reinterpret_cast<const std::byte*>(array(0).data());
+  for (auto _ : state) benchmark::DoNotOptimize(read_all(bytes, kBytes, threads));
   state.SetBytesProcessed(state.iterations() * kBytes);
+}
+
+// The same read over a file's pages, mapped as the engine maps a model (its first GiB at
+// most): whether this file's page-cache pages read as fast as fresh memory. On this project's
+// VM they did not once resident for hours (docs/tuning.md, "Session 8"); cpullm tune reads the
+// model it tunes so.
+void BM_ReadMappedFile(benchmark::State& state, const std::shared_ptr<const cpullm::MappedFile>& file) {
+  const int threads = static_cast<int>(state.range(0));
+  const int64_t n = std::min<int64_t>(static_cast<int64_t>(file->size()), kBytes) / 128 * 128;
+  if (n == 0) {
+    state.SkipWithError((file->path() + ": shorter than 128 bytes").c_str());
+    return;
+  }
+  benchmark::DoNotOptimize(read_all(file->bytes().data(), n, threads));  // untimed: the mapping's page faults
+  for (auto _ : state) benchmark::DoNotOptimize(read_all(file->bytes().data(), n, threads));
+  state.SetBytesProcessed(state.iterations() * n);
 }
 
 void BM_Triad(benchmark::State& state) {
@@ -63,3 +88,11 @@ BENCHMARK(BM_ReadBandwidth)->Name("memory_read")->Apply(Threads)->UseRealTime()-
 BENCHMARK(BM_Triad)->Name("memory_triad")->Apply(Threads)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
+
+void cpullm::bench::register_read_of_file(const std::string& path) {
+  const auto file = std::make_shared<const cpullm::MappedFile>(path);  // throws, naming the file, where it cannot
+  benchmark::RegisterBenchmark("memory_read_file", BM_ReadMappedFile, file)
+      ->Apply(Threads)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+}

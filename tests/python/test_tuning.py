@@ -216,22 +216,43 @@ def statistics(ctx):
 
 @check
 def prediction_error_pairs_each_run_with_its_rates(ctx):
-    # Three runs, each predicted from the rates measured around it. The second run met a
-    # slowdown its rates did not see (predicted 100, ran 60): alone +67%, but the median
-    # of the per-run errors (+10%, +67%, -5%) is +10%.
+    # Three runs, each predicted from the rates measured around it. Decode is held to each run's
+    # median step (decode_step_tps): the second run's median step met a slowdown its rates did
+    # not see (predicted 100, ran 60): alone +67%, but the median of the per-run errors (+10%,
+    # +67%, -5%) is +10%. The third run's mean (50) fell to stalls; its median step did not.
     predictions = [{"decode_tps": 110.0, "ttft_ms": 50.0}, {"decode_tps": 100.0, "ttft_ms": 40.0},
                    {"decode_tps": 95.0, "ttft_ms": 45.0}]
-    samples = [{"decode_tps": 100.0, "ttft_ms": 40.0}, {"decode_tps": 60.0, "ttft_ms": 40.0},
-               {"decode_tps": 100.0, "ttft_ms": 60.0}]
+    samples = [{"decode_tps": 100.0, "decode_step_tps": 100.0, "ttft_ms": 40.0},
+               {"decode_tps": 60.0, "decode_step_tps": 60.0, "ttft_ms": 40.0},
+               {"decode_tps": 50.0, "decode_step_tps": 100.0, "ttft_ms": 60.0}]
     errors = tune.run_errors(predictions, samples)
     # Each run's rates: the better of those measured before it and after it (before the next run).
     measured = [roofline.KernelRates(1, bw, {("q8_0", 1): v}) for bw, v in ((10.0, 1.0), (8.0, 3.0), (12.0, 2.0))]
     bracketing = tune.bracketing_rates(measured)
     assert [(r.bandwidth_gbs, r.layer_gbs[("q8_0", 1)]) for r in bracketing] == [(10.0, 3.0), (12.0, 3.0), (12.0, 2.0)]
     assert [round(e, 4) for e in errors["decode_tps"]["each"]] == [0.1, 0.6667, -0.05], errors
-    assert abs(errors["decode_tps"]["median"] - 0.1) < 1e-12
+    assert abs(errors["decode_tps"]["point"] - 0.1) < 1e-12
+    # TTFT: one call per run, no steps; the point's error is its least stalled run's (+25%),
+    # not the stalled third run's (-25%).
     assert [round(e, 4) for e in errors["ttft_ms"]["each"]] == [0.25, 0.0, -0.25]
-    assert errors["ttft_ms"]["median"] == 0.0
+    assert errors["ttft_ms"]["point"] == 0.25
+    assert tune.stall_share(samples) == (0.0, 0.5)
+    # A build whose bench has no step percentiles: decode falls back to the mean.
+    assert abs(tune.run_errors([{"decode_tps": 110.0, "ttft_ms": 1.0}], [{"decode_tps": 100.0, "ttft_ms": 1.0}])
+               ["decode_tps"]["point"] - 0.1) < 1e-12
+    assert tune.stall_share([{"decode_tps": 100.0, "ttft_ms": 1.0}]) is None
+
+
+@check
+def page_check_flags_a_file_whose_reads_stall(ctx):
+    # Windows in GB/s: a stall of 10-200 ms takes a fifth or more of a 0.2 s window. The file's
+    # slowest window against fresh memory's slowest, not the medians (equal when one window of
+    # eight stalls).
+    even = {"file": [30.0, 31.0, 29.5, 30.5], "fresh": [31.0, 30.0, 29.0, 32.0]}
+    stalled = {"file": [31.0, 14.8, 30.5, 31.2], "fresh": [31.9, 30.0, 29.0, 32.0]}
+    noisy_host = {"file": [20.0, 19.0, 21.0, 20.5], "fresh": [30.0, 21.0, 29.0, 31.0]}  # both slow once: no stall
+    assert tune.stalled_pages({1: even, 2: noisy_host}) == []
+    assert tune.stalled_pages({1: stalled, 2: even}) == [1]
 
 
 @check

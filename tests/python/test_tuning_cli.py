@@ -124,6 +124,28 @@ def tune_plans_a_model_too_large_for_this_machine(ctx):
 
 
 @check
+def page_check_reads_the_model_files_pages(ctx):
+    # tune's check of the model's own pages against fresh memory: bench_kernels' memory_read_file
+    # over the file's mapping, interleaved with memory_read. A file that cannot be mapped is an
+    # error naming it.
+    sys.path.insert(0, os.path.join(os.path.dirname(PROFILES)))
+    import measure
+    import tune
+    model = os.path.join(ctx.shared, "stories260K.gguf")
+    check = tune.page_check(ctx.cpullm, model, [1])
+    windows = check[1]
+    assert len(windows["file"]) == tune.PAGE_CHECK_WINDOWS == len(windows["fresh"]), check
+    assert all(v > 0.1 for v in windows["file"] + windows["fresh"]), check
+    missing = os.path.join(ctx.workdir, "no-such-model.gguf")
+    try:
+        tune.page_check(ctx.cpullm, missing, [1])
+    except measure.MeasureError as e:
+        assert missing in str(e) and "--read_file" in str(e), e
+    else:
+        raise AssertionError("page_check of a missing file did not fail")
+
+
+@check
 def new_profiles_read(ctx):
     for name, packages, cores in [("xeon-8380", 2, 80), ("epyc-9355p", 1, 32), ("xeon-6980p", 2, 256)]:
         data = json.loads(run([ctx.cpullm, "topo", "--hardware", name, "--json"]).stdout)
