@@ -241,21 +241,20 @@ def stalled_pages(check):
     return [t for t, w in sorted(check.items()) if min(w["file"]) < STALLED_WINDOW * min(w["fresh"])]
 
 
-def print_page_check(check, model):
-    print(f"\nthe model's pages (bench_kernels memory_read_file --read_file={model}: the file's mapping against fresh "
-          f"memory, {PAGE_CHECK_WINDOWS} windows of 0.2 s each, interleaved; median, slowest):")
-    for t, w in sorted(check.items()):
-        print(f"  {t} thread(s): file {stats.median(w['file']):.1f}, {min(w['file']):.1f} GB/s; fresh memory "
-              f"{stats.median(w['fresh']):.1f}, {min(w['fresh']):.1f} GB/s")
-    stalled = stalled_pages(check)
-    if stalled:
-        print(f"  the file's pages stalled (at {', '.join(map(str, stalled))} thread(s)): on this host page-cache pages "
-              f"resident for hours stall reads for 10-200 ms at a time (docs/tuning.md, \"Session 8\"); the kernel "
-              f"rates are measured on fresh pages, so this file's runs take stalls the predictions leave out. Decode "
-              f"is held to each run's median step and TTFT to the point's least stalled run, and the stalls' share "
-              f"is given beside them; a fresh copy of the file (cp) did not stall here")
-    else:
-        print("  as fast as fresh memory, no stalled window")
+def print_page_checks(checks):
+    """checks: {model file: page_check(...)}."""
+    print(f"\nthe points' model files' pages (bench_kernels memory_read_file --read_file=FILE: the file's mapping "
+          f"against fresh memory, {PAGE_CHECK_WINDOWS} windows of 0.2 s each, interleaved; median, slowest):")
+    for path, check in checks.items():
+        for t, w in sorted(check.items()):
+            verdict = "STALLED" if t in stalled_pages(check) else "as fresh memory"
+            print(f"  {path}, {t} thread(s): file {stats.median(w['file']):.1f}, {min(w['file']):.1f} GB/s; fresh "
+                  f"memory {stats.median(w['fresh']):.1f}, {min(w['fresh']):.1f} GB/s: {verdict}")
+    if any(stalled_pages(c) for c in checks.values()):
+        print("  STALLED: on this host, reads of page-cache pages that have been resident for hours stall for 10-200 ms "
+              "at a time, now and then (docs/tuning.md, \"Session 8\"). The kernel rates are measured on freshly "
+              "written pages, so runs from a stalled file take stalls the predictions leave out: their points are "
+              "marked below. A fresh copy of the file (cp) did not stall here.")
 
 
 def measure_overheads(cpullm, model, thread_counts, workload):
@@ -367,8 +366,6 @@ def tune_this_box(args, plan, profile):
         calibration = "no overhead calibration"
     print_inputs(f"\nroofs measured now (bench_kernels, ISA {isa}; {calibration})", rates, overheads if fits else None,
                  formats, decode_shape, set_mib)
-    if fits:
-        print_page_check(page_check(args.cpullm, args.model, thread_counts), args.model)
     before = predict_points(points, shape, sweep.source_format, workload, rates, overheads, max_threads)
     print(f"\nPREDICTIONS before measuring (prompt {workload['prompt']}, decode of {workload['gen']} tokens from "
           f"position 0, as bench's tests, per sequence; tokens/s and TTFT of all sequences; parts in ms):")
@@ -402,7 +399,16 @@ def tune_this_box(args, plan, profile):
         per_run[(r["key"], r["level"])] = [
             (predict_points([r["point"]], shape, sweep.source_format, workload, {fresh.threads: fresh}, overheads,
                             max_threads)[r["key"]], fresh) for fresh in bracketing_rates(runs)]
-    print_errors(args, results, before, per_run, rates)
+    # The files the measured points ran from, and their thread counts: their pages checked now.
+    files = {}
+    for r in results:
+        if (r["key"], r["level"]) in per_run:
+            files.setdefault(sweep_obj.model_path(r["point"]), set()).add(r["point"].get("threads", 0) or max_threads)
+    checks = {path: page_check(args.cpullm, path, sorted(ts)) for path, ts in sorted(files.items())}
+    print_page_checks(checks)
+    stalled = {(path, t) for path, check in checks.items() for t in stalled_pages(check)}
+    print_errors(args, results, before, per_run, rates,
+                 lambda point: (sweep_obj.model_path(point), point.get("threads", 0) or max_threads) in stalled)
 
 
 def bracketing_rates(before_each_run):
@@ -434,17 +440,17 @@ def run_errors(predictions, samples):
     This host stalls a process's memory reads for 10-200 ms at a time, often several times a
     second, when they touch page-cache pages that have been resident for long: the model file's,
     not the rate windows' freshly written ones (docs/tuning.md, "Session 8"). A stall is not the
-    machine's speed and no roofline predicts it, so the run's stall-free speed is what the
-    prediction is held to: in decode, the median step (decode_step_tps; a build without it
-    gives the mean), and the point's error is the median of its runs'; a prefill is one call
-    with no steps to take a median of, so a point's TTFT error is its least stalled run's (the
-    highest error: stalls only ever lengthen a run). What the stalls cost is reported beside
-    it (stall_share)."""
+    machine's speed and no roofline predicts it, so decode is held to the run's median step
+    (decode_step_tps; a build without it gives the mean). A prefill is one call with no steps
+    to take a median of: its stalls stay in (and a file whose pages stall is marked, page_check).
+    A point's error is the median of its runs' errors, which sets aside one run that a slowdown
+    hit between its rates and itself. What the stalls cost decode is reported beside it
+    (stall_share)."""
     errors = {}
     decode = [p["decode_tps"] / s.get("decode_step_tps", s["decode_tps"]) - 1 for p, s in zip(predictions, samples)]
     errors["decode_tps"] = {"each": decode, "point": stats.median(decode)}
     ttft = [p["ttft_ms"] / s["ttft_ms"] - 1 for p, s in zip(predictions, samples)]
-    errors["ttft_ms"] = {"each": ttft, "point": max(ttft)}
+    errors["ttft_ms"] = {"each": ttft, "point": stats.median(ttft)}
     return errors
 
 
@@ -455,18 +461,19 @@ def stall_share(samples):
     return (min(shares), max(shares)) if shares else None
 
 
-def print_errors(args, results, before, per_run, rates):
+def print_errors(args, results, before, per_run, rates, pages_stalled=lambda point: False):
     """Prediction error per measured point, (predicted - measured) / measured. Each run is held
     against the prediction from the kernel rates measured in the seconds around it (a slow
-    minute moves both and cancels), and the point's error (run_errors: decode from the runs'
-    median steps, TTFT from the least stalled run) is what the ±15% target is checked on. Also
-    given: the range of the runs' errors, the prediction from the rates measured before the
-    sweep (in brackets), the point's mean ± 95% interval as bench reports it, the share of
-    decode time the stalls took, and how far the point's rates had moved since the sweep began."""
+    minute moves both and cancels), and the point's error (run_errors: the median of its runs',
+    decode from each run's median step) is what the ±15% target is checked on. Also given: the
+    range of the runs' errors, the prediction from the rates measured before the sweep (in
+    brackets), the point's mean ± 95% interval as bench reports it, the share of decode time
+    the stalls took, how far the point's rates had moved since the sweep began, and whether
+    its model file's pages stalled (pages_stalled(point))."""
     print(f"\nprediction error per point: each run against the prediction from the kernel rates measured on "
-          f"either side of it (the better); decode against the run's median step, the median of the runs' errors; "
-          f"TTFT the least stalled run's; [range of the runs' errors] (target within ±{TARGET:.0%}); before the "
-          f"sweep's prediction in brackets, the point's mean ± 95% interval (stalls included):")
+          f"either side of it (the better), decode against the run's median step; the median of the runs' errors "
+          f"[their range] (target within ±{TARGET:.0%}); before the sweep's prediction in brackets, the point's "
+          f"mean ± 95% interval (stalls included):")
     lines, worst = [], []
     for r in results:
         pairs = per_run.get((r["key"], r["level"]))
@@ -482,10 +489,12 @@ def print_errors(args, results, before, per_run, rates):
             text.append(f"{name} {e['point']:+.0%} [{min(e['each']):+.0%}..{max(e['each']):+.0%}] (predicted "
                         f"{predicted:.{digits}f} ({b[k]:.{digits}f}), mean {m[k]['mean']:.{digits}f}{ci} {unit})")
             if abs(e["point"]) > TARGET:
-                worst.append(f"{sp.describe(r['point'])} {name} {e['point']:+.0%}")
+                worst.append(f"{sp.describe(r['point'])} {name} {e['point']:+.0%}"
+                             + (" (its model file's pages stalled)" if pages_stalled(r["point"]) else ""))
         stalls = stall_share(samples)
         if stalls:
-            text.append(f"stalls took {stalls[0]:.0%}..{stalls[1]:.0%} of decode time")
+            text.append(f"stalls took {stalls[0]:.0%}..{stalls[1]:.0%} of decode time"
+                        + (" (the model file's pages STALLED)" if pages_stalled(r["point"]) else ""))
         old = rates[pairs[0][1].threads]
         drift = [fresh.layer_gbs[k] / old.layer_gbs[k] - 1 for _, fresh in pairs for k in fresh.layer_gbs]
         lines.append(f"  level {r['level']}: {sp.describe(r['point'])}, {len(samples)} runs: " + "; ".join(text)
