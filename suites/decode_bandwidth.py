@@ -13,14 +13,20 @@ case's median and range, and `--baseline DIR` runs a second build's cpullm right
 one's, against the same roof, and reports the speed ratio of the two per repetition: the
 comparison that holds when absolute figures do not.
 
+On this project's VM, reads of page-cache pages that have been resident for hours stall for
+10-200 ms at a time, now and then, while the roof is measured on fresh memory
+(docs/tuning.md, "Session 8"). `--fresh-copies` decodes from a copy of each model written just
+before its runs (deleted after them), so that the engine reads pages as fresh as the roof's.
+
 Usage: suites/decode_bandwidth.py [--build build] [--models DIR] [--threads 2] [--tokens 64]
        [--isa avx2,avx512] [--cases tinyllama:q8_0,tinyllama:q4_0,llama7b-4l:q8_0,llama7b-4l:q4_0]
-       [--repeat 1] [--baseline DIR]
+       [--repeat 1] [--baseline DIR] [--fresh-copies]
 """
 import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -85,6 +91,8 @@ def main():
     ap.add_argument("--cases", default="tinyllama:q8_0,tinyllama:q4_0,llama7b-4l:q8_0,llama7b-4l:q4_0")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--baseline", help="another build folder whose cpullm runs each case right after this one's")
+    ap.add_argument("--fresh-copies", action="store_true",
+                    help="decode from a copy of each model written just before its runs (fresh page-cache pages)")
     args = ap.parse_args()
     args.cpullm = os.path.join(args.build, "cpullm")
     builds = [("", args.cpullm)] + ([("base", os.path.join(args.baseline, "cpullm"))] if args.baseline else [])
@@ -97,6 +105,10 @@ def main():
             shape, fmt = case.split(":")
             path = model_file(args, shape, fmt)
             per_token = weight_bytes_per_token(args, path)
+            if args.fresh_copies:
+                copy = path + ".fresh-copy"
+                shutil.copyfile(path, copy)
+                path = copy
             for isa in args.isa.split(","):
                 entry = results.setdefault((shape, fmt, isa), {"roof": [], "tps": {}, "bytes": per_token})
                 roof = read_bandwidth(args)
@@ -107,6 +119,8 @@ def main():
                     achieved = per_token * tps
                     print(f"{shape:<12} {fmt:<6} {isa:<7} {name:<5} {per_token / 1e6:9.1f} {tps:9.2f} "
                           f"{achieved / 1e9:7.1f} {roof / 1e9:10.1f} {achieved / roof:8.0%}", flush=True)
+            if args.fresh_copies:
+                os.remove(path)
     if args.repeat > 1 or args.baseline:
         print(f"\nmedian (range) over {args.repeat} repetitions; of roof: each run against the roof measured "
               "right before it" + ("; ratio: this build's tokens/s over the baseline's, run after run" if args.baseline else ""))
