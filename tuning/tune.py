@@ -382,8 +382,11 @@ def tune_this_box(args, plan, profile):
     # calibration is kept from above.
     paired_rates = {}  # (point key, level): the rates measured before each of its runs, in order
 
+    def threads_of(point):
+        return point.get("threads", 0) or max_threads
+
     def remeasure(point, level):
-        t = point.get("threads", 0) or max_threads
+        t = threads_of(point)
         fresh = measure_rates(args.cpullm, point_formats(shape, point, sweep.source_format), [t], isa, decode_shape,
                               set_mib, step_tokens([point], workload), 1)[t]
         paired_rates.setdefault((sp.point_key(point), level), []).append(fresh)
@@ -403,12 +406,12 @@ def tune_this_box(args, plan, profile):
     files = {}
     for r in results:
         if (r["key"], r["level"]) in per_run:
-            files.setdefault(sweep_obj.model_path(r["point"]), set()).add(r["point"].get("threads", 0) or max_threads)
+            files.setdefault(sweep_obj.model_path(r["point"]), set()).add(threads_of(r["point"]))
     checks = {path: page_check(args.cpullm, path, sorted(ts)) for path, ts in sorted(files.items())}
     print_page_checks(checks)
     stalled = {(path, t) for path, check in checks.items() for t in stalled_pages(check)}
     print_errors(args, results, before, per_run, rates,
-                 lambda point: (sweep_obj.model_path(point), point.get("threads", 0) or max_threads) in stalled)
+                 lambda point: (sweep_obj.model_path(point), threads_of(point)) in stalled)
 
 
 def bracketing_rates(before_each_run):
@@ -437,8 +440,8 @@ def run_errors(predictions, samples):
     from the rates measured around it, and the point's error. predictions and samples: one per
     run, in the order the runs were made.
 
-    This host stalls a process's memory reads for 10-200 ms at a time, often several times a
-    second, when they touch page-cache pages that have been resident for long: the model file's,
+    This host stalls a process's memory reads for 10-200 ms at a time, now and then, when they
+    touch page-cache pages that have been resident for long: the model file's,
     not the rate windows' freshly written ones (docs/tuning.md, "Session 8"). A stall is not the
     machine's speed and no roofline predicts it, so decode is held to the run's median step
     (decode_step_tps; a build without it gives the mean). A prefill is one call with no steps
@@ -447,11 +450,16 @@ def run_errors(predictions, samples):
     hit between its rates and itself. What the stalls cost decode is reported beside it
     (stall_share)."""
     errors = {}
-    decode = [p["decode_tps"] / s.get("decode_step_tps", s["decode_tps"]) - 1 for p, s in zip(predictions, samples)]
-    errors["decode_tps"] = {"each": decode, "point": stats.median(decode)}
-    ttft = [p["ttft_ms"] / s["ttft_ms"] - 1 for p, s in zip(predictions, samples)]
-    errors["ttft_ms"] = {"each": ttft, "point": stats.median(ttft)}
+    for key, *_ in METRICS:
+        each = [p[key] / measured(s, key) - 1 for p, s in zip(predictions, samples)]
+        errors[key] = {"each": each, "median": stats.median(each)}
     return errors
+
+
+def measured(sample, key):
+    """A run's value of the metric the prediction is held to: decode's median step where the
+    build's bench gives it, else the metric as measured."""
+    return sample.get("decode_step_tps", sample[key]) if key == "decode_tps" else sample[key]
 
 
 def stall_share(samples):
@@ -486,10 +494,10 @@ def print_errors(args, results, before, per_run, rates, pages_stalled=lambda poi
             e = errors[k]
             ci = f" ± {m[k]['ci95']:.{digits}f}" if m[k]["ci95"] is not None else ""
             predicted = stats.median([pr[k] for pr, _ in pairs])
-            text.append(f"{name} {e['point']:+.0%} [{min(e['each']):+.0%}..{max(e['each']):+.0%}] (predicted "
+            text.append(f"{name} {e['median']:+.0%} [{min(e['each']):+.0%}..{max(e['each']):+.0%}] (predicted "
                         f"{predicted:.{digits}f} ({b[k]:.{digits}f}), mean {m[k]['mean']:.{digits}f}{ci} {unit})")
-            if abs(e["point"]) > TARGET:
-                worst.append(f"{sp.describe(r['point'])} {name} {e['point']:+.0%}"
+            if abs(e["median"]) > TARGET:
+                worst.append(f"{sp.describe(r['point'])} {name} {e['median']:+.0%}"
                              + (" (its model file's pages stalled)" if pages_stalled(r["point"]) else ""))
         stalls = stall_share(samples)
         if stalls:

@@ -231,14 +231,14 @@ def prediction_error_pairs_each_run_with_its_rates(ctx):
     bracketing = tune.bracketing_rates(measured)
     assert [(r.bandwidth_gbs, r.layer_gbs[("q8_0", 1)]) for r in bracketing] == [(10.0, 3.0), (12.0, 3.0), (12.0, 2.0)]
     assert [round(e, 4) for e in errors["decode_tps"]["each"]] == [0.1, 0.6667, -0.05], errors
-    assert abs(errors["decode_tps"]["point"] - 0.1) < 1e-12
+    assert abs(errors["decode_tps"]["median"] - 0.1) < 1e-12
     # TTFT: one call per run, no steps: the median of the runs' errors.
     assert [round(e, 4) for e in errors["ttft_ms"]["each"]] == [0.25, 0.0, -0.25]
-    assert errors["ttft_ms"]["point"] == 0.0
+    assert errors["ttft_ms"]["median"] == 0.0
     assert tune.stall_share(samples) == (0.0, 0.5)
     # A build whose bench has no step percentiles: decode falls back to the mean.
     assert abs(tune.run_errors([{"decode_tps": 110.0, "ttft_ms": 1.0}], [{"decode_tps": 100.0, "ttft_ms": 1.0}])
-               ["decode_tps"]["point"] - 0.1) < 1e-12
+               ["decode_tps"]["median"] - 0.1) < 1e-12
     assert tune.stall_share([{"decode_tps": 100.0, "ttft_ms": 1.0}]) is None
 
 
