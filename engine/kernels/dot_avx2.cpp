@@ -3,6 +3,7 @@
 // Block rows: int8 x int8 products summed exactly per block with maddubs/madd, then scaled.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <type_traits>
 
 #include "engine/kernels/dot.hpp"
@@ -76,45 +77,50 @@ inline __m256i block_products(__m256i w, __m256i magnitudes, __m256i a) {
   return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
-// Q4_0 blocks b and b + 1 (when `pair`) in nibble order: lanes 0-3 hold block b's sums, 4-7
-// block b + 1's. One load and an AND take the low nibbles of both blocks, a shift and an AND
-// the high ones, once for every token; each meets a token's 32 activations in one maddubs (the
-// nibbles go in unsigned, as stored), the two int16 products add (at most 4 * 15 * 127 per pair), and each
-// block's first lane starts from its zero-point offset. Past the last block everything is zero.
+// Q4_0 blocks b .. b + 7, in nibble order. Each pair of blocks (2p, 2p + 1) is one register of
+// nibbles, loaded and unpacked once for every token: one AND takes the low nibbles, a shift and
+// an AND the high ones. Per token, each meets its 32 activations in one maddubs (the nibbles go
+// in unsigned, as stored), the two int16 products add (at most 4 * 15 * 127 per pair) and madd
+// leaves lanes 0-3 with block 2p's partial sums, 4-7 with block 2p + 1's. Three hadds then
+// reduce the four pairs to one exact int32 sum per block, so the zero point's offsets, the
+// scales, the conversion and the FMA run once per 8 blocks and token instead of once per pair
+// (per pair and token 7 vector operations instead of 11; docs/kernels.md, "Decode, session 9").
 template <int T>
-inline void q4_0_pair(const BlockQ4_0* blocks, bool pair, const QuantizedActivations* const* a, int64_t b, __m256 (&acc)[T]) {
-  const __m128i first = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[0].nibbles));
-  const __m128i second = pair ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[1].nibbles)) : _mm_setzero_si128();
-  const __m256i nibbles = _mm256_set_m128i(second, first);
+inline void q4_0_eight_blocks(const BlockQ4_0* blocks, const QuantizedActivations* const* a, int64_t b, __m256 (&acc)[T]) {
   const __m256i mask = _mm256_set1_epi8(0x0f);
-  const __m256i low = _mm256_and_si256(nibbles, mask), high = _mm256_and_si256(_mm256_srli_epi16(nibbles, 4), mask);
-  // The two FP16 weight scales, each four times: bytes 0-1 and 18-19 of a 32-byte load,
-  // spread within their 128-bit lanes, then the two lanes' low halves joined.
-  __m256 weight_scales;
-  if (pair) {
-    const __m256i head = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks));
-    const __m256i spread = _mm256_shuffle_epi8(
-        head, _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, -1, -1, -1, -1, -1, -1, -1, -1,  //
-                               2, 3, 2, 3, 2, 3, 2, 3, -1, -1, -1, -1, -1, -1, -1, -1));
-    weight_scales = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(spread, 0b1000)));
-  } else {
-    weight_scales = _mm256_set1_ps(fp16_to_fp32(blocks[0].scale));  // the upper lanes' sums are zero
+  __m256i low[4], high[4];
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; ++p) {
+    const __m256i nibbles = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(blocks[2 * p + 1].nibbles),
+                                                reinterpret_cast<const __m128i*>(blocks[2 * p].nibbles));
+    low[p] = _mm256_and_si256(nibbles, mask);
+    high[p] = _mm256_and_si256(_mm256_srli_epi16(nibbles, 4), mask);
   }
-  // Blocks b, b + 1 are the first or the second pair of their group of four.
-  const int64_t low_offset = (b / 4) * 4 * kQuantBlock + (b % 4) * kQuantBlock / 2;
+  // The eight FP16 weight scales in block order. A 32-byte load at block 2p holds block 2p's
+  // scale in word 0 and block 2p + 1's in word 9 (the upper lane's word 1); two word and one
+  // dword interleave gather them as words 0-3 (blocks 0, 2, 4, 6) and 12-15 (1, 3, 5, 7).
+  const auto head = [&](int p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks + 2 * p)); };
+  const __m256i interleaved = _mm256_unpacklo_epi32(_mm256_unpacklo_epi16(head(0), head(1)),
+                                                    _mm256_unpacklo_epi16(head(2), head(3)));
+  const __m128i even_odd = _mm256_castsi256_si128(_mm256_permute4x64_epi64(interleaved, 0b1100));
+  const __m256 weight_scales = _mm256_cvtph_ps(_mm_unpacklo_epi16(even_odd, _mm_srli_si128(even_odd, 8)));
+  const __m256i block_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // the hadds leave blocks 0 2 4 6 | 1 3 5 7
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
-    const int8_t* low_acts = a[t]->nibble_order + low_offset;
-    const int8_t* high_acts = low_acts + 2 * kQuantBlock;
-    const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(low, load32_i8(low_acts)),
-                                           _mm256_maddubs_epi16(high, load32_i8(high_acts)));
-    // The two blocks' offsets into lanes 0 and 4 (the others take source lane 7, zero), their
-    // scales over lanes 0-3 and 4-7: 8 bytes each, as stored.
-    const __m256i two_offsets = _mm256_zextsi128_si256(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a[t]->offsets + b)));
-    const __m256i sums = _mm256_add_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)),
-                                          _mm256_permutevar8x32_epi32(two_offsets, _mm256_setr_epi32(0, 7, 7, 7, 1, 7, 7, 7)));
-    const __m256 two_scales = _mm256_zextps128_ps256(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(a[t]->scales + b))));
-    const __m256 scales = _mm256_mul_ps(weight_scales, _mm256_permutevar8x32_ps(two_scales, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)));
+    const int8_t* acts = a[t]->nibble_order + b * kQuantBlock;  // two groups of 4 blocks, 128 bytes each
+    __m256i pair_sums[4];
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      const int8_t* low_acts = acts + p / 2 * 4 * kQuantBlock + p % 2 * kQuantBlock;
+      const __m256i products = _mm256_add_epi16(_mm256_maddubs_epi16(low[p], load32_i8(low_acts)),
+                                                _mm256_maddubs_epi16(high[p], load32_i8(low_acts + 2 * kQuantBlock)));
+      pair_sums[p] = _mm256_madd_epi16(products, _mm256_set1_epi16(1));
+    }
+    const __m256i reduced = _mm256_hadd_epi32(_mm256_hadd_epi32(pair_sums[0], pair_sums[1]),
+                                              _mm256_hadd_epi32(pair_sums[2], pair_sums[3]));
+    const __m256i sums = _mm256_add_epi32(_mm256_permutevar8x32_epi32(reduced, block_order),
+                                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t]->offsets + b)));
+    const __m256 scales = _mm256_mul_ps(weight_scales, _mm256_loadu_ps(a[t]->scales + b));
     acc[t] = _mm256_fmadd_ps(scales, _mm256_cvtepi32_ps(sums), acc[t]);
   }
 }
@@ -134,11 +140,12 @@ struct Avx2BlockDot {
       for (int t = 0; t < T; ++t) even[t] = odd[t] = _mm256_setzero_ps();
       if constexpr (std::is_same_v<Row, Q4_0Row>) {
         int64_t b = 0;
-        for (; b + 4 <= blocks; b += 4) {
-          q4_0_pair<T>(w.blocks + b, true, a, b, even);
-          q4_0_pair<T>(w.blocks + b + 2, true, a, b + 2, odd);
+        for (; b + 8 <= blocks; b += 8) q4_0_eight_blocks<T>(w.blocks + b, a, b, even);
+        if (b < blocks) {  // the last blocks, copied beside zero blocks (zero scales) that add nothing
+          BlockQ4_0 tail[8] = {};
+          std::copy(w.blocks + b, w.blocks + blocks, tail);
+          q4_0_eight_blocks<T>(tail, a, b, even);
         }
-        for (; b < blocks; b += 2) q4_0_pair<T>(w.blocks + b, b + 1 < blocks, a, b, even);
       } else {
         const auto step = [&](int64_t b, __m256 (&acc)[T]) {
           const __m256i weights = w.weights(b);

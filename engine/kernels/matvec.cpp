@@ -32,8 +32,9 @@ struct ActivationArena {
 // calling thread's arena number `slot` (one per token of a call): done once per input vector,
 // however many rows and matrices read it.
 const QuantizedActivations& quantize_activations(const float* x, int64_t cols, int64_t slot = 0) {
-  constexpr int64_t kGroup = 4;  // blocks per nibble-order group
-  const int64_t blocks = cols / kQuantBlock, padded = (blocks + kGroup - 1) / kGroup * kGroup;
+  constexpr int64_t kGroup = 4;    // blocks per nibble-order group
+  constexpr int64_t kPadding = 8;  // AVX2's Q4_0 kernel reads 8 blocks at a time
+  const int64_t blocks = cols / kQuantBlock, padded = (blocks + kPadding - 1) / kPadding * kPadding;
   thread_local std::array<ActivationArena, kRowStreamTokens> arenas;  // fixed: views of earlier slots stay valid
   std::vector<BlockQ8_0>& quantized = arenas[slot].quantized;
   std::vector<std::byte>& arena = arenas[slot].bytes;

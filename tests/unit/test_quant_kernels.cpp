@@ -146,6 +146,7 @@ TEST(QuantizedModels, LlamaCppFilesAgreeWithTheFp32Model) {
   for (const Expectation& e : {Expectation{*q8, 0.95, 0.005}, Expectation{*q4, 0.75, 0.15},
                                Expectation{dir.file("int8-channel.gguf"), 0.9, 0.01}}) {
     std::vector<std::vector<float>> first_isa;
+    double first_kl = 0, first_agree = 0;
     for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
       if (!cpu_supports(isa)) continue;
       force_isa(isa);
@@ -161,10 +162,13 @@ TEST(QuantizedModels, LlamaCppFilesAgreeWithTheFp32Model) {
       EXPECT_GE(agree / logits.size(), e.min_top1) << e.path << " " << isa_name(isa);
       EXPECT_LE(kl / logits.size(), e.max_mean_kl) << e.path << " " << isa_name(isa);
       // Every ISA computes the same integer sums of the same quantized activations, but FP32
-      // rounding upstream differs by ISA, and where an activation sits on a rounding boundary of
-      // its Q8_0 quantization it lands one quantum apart: that moves a logit by |w| * d_a, up
-      // to ~0.2 here (seen with INT8_CHANNEL at a few positions). So: mostly equal, never far.
-      if (first_isa.empty()) first_isa = logits;
+      // rounding differs by ISA (the order of the block products' sum, fused or not), and where
+      // an activation sits on a rounding boundary of its Q8_0 quantization it lands one quantum
+      // apart: that moves a logit by |w| * d_a, up to ~0.2 here, and the next layers carry it on.
+      // Seen: INT8_CHANNEL on AVX2 0.0098 mean |difference| from the scalar path; Q4_0 on AVX2,
+      // which sums 8 blocks in 8 lanes, 0.035 (max under 0.5). So: never far, mean under 0.05, and
+      // the same quality against FP32 (KL within 10%, top-1 within 0.05).
+      if (first_isa.empty()) first_isa = logits, first_kl = kl / logits.size(), first_agree = agree / logits.size();
       double total_difference = 0, values = 0;
       for (std::size_t pos = 0; pos < logits.size(); ++pos)
         for (std::size_t i = 0; i < logits[pos].size(); ++i) {
@@ -173,7 +177,9 @@ TEST(QuantizedModels, LlamaCppFilesAgreeWithTheFp32Model) {
           total_difference += difference;
           ++values;
         }
-      EXPECT_LT(total_difference / values, 0.01) << e.path << " " << isa_name(isa);
+      EXPECT_LT(total_difference / values, 0.05) << e.path << " " << isa_name(isa);
+      EXPECT_NEAR(kl / logits.size(), first_kl, 0.1 * first_kl) << e.path << " " << isa_name(isa);
+      EXPECT_NEAR(agree / logits.size(), first_agree, 0.05) << e.path << " " << isa_name(isa);
     }
   }
   force_isa(best_isa());
