@@ -9,14 +9,15 @@ shape, quantize it, run `cpullm generate --ignore-eos`, and print one line per c
 
 On a shared host the roof and the decode speed both move from one second to the next, so
 `--repeat N` runs every case N times (the roof measured again before each) and ends with each
-case's median and range, and `--baseline DIR` runs a second build's cpullm right after this
-one's, against the same roof, and reports the speed ratio of the two per repetition: the
-comparison that holds when absolute figures do not.
+case's median and range, and `--baseline DIR` runs a second build's cpullm next to this one's,
+against the same roof, the two taking turns going first, and reports the speed ratio of the two
+per repetition: the comparison that holds when absolute figures do not.
 
 On this project's VM, reads of page-cache pages that have been resident for hours stall for
 10-200 ms at a time, now and then, while the roof is measured on fresh memory
 (docs/tuning.md, "Session 8"). `--fresh-copies` decodes from a copy of each model written just
-before its runs (deleted after them), so that the engine reads pages as fresh as the roof's.
+before its runs and written back to disk at once (deleted after them), so that the engine reads
+pages as fresh as the roof's, and no writeback of the copy runs beside a decode.
 
 Usage: suites/decode_bandwidth.py [--build build] [--models DIR] [--threads 2] [--tokens 64]
        [--isa avx2,avx512] [--cases tinyllama:q8_0,tinyllama:q4_0,llama7b-4l:q8_0,llama7b-4l:q4_0]
@@ -108,12 +109,16 @@ def main():
             if args.fresh_copies:
                 copy = path + ".fresh-copy"
                 shutil.copyfile(path, copy)
+                with open(copy, "rb+") as written:  # written back now: not by the flusher ~30 s later, mid-run
+                    os.fsync(written.fileno())
                 path = copy
             for isa in args.isa.split(","):
                 entry = results.setdefault((shape, fmt, isa), {"roof": [], "tps": {}, "bytes": per_token})
                 roof = read_bandwidth(args)
                 entry["roof"].append(roof)
-                for name, cpullm in builds:
+                # The builds take turns going first (ABBA), so that whatever the first run after a
+                # roof measurement meets does not fall on one build only.
+                for name, cpullm in (builds if repetition % 2 == 0 else builds[::-1]):
                     tps = decode_speed(args, cpullm, path, isa)
                     entry["tps"].setdefault(name, []).append(tps)
                     achieved = per_token * tps
