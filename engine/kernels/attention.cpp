@@ -1,5 +1,7 @@
 #include "engine/kernels/attention.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -62,8 +64,12 @@ void widen_rows(float* rows, const std::byte* cache, GgmlType kv_type, int64_t r
   for (int64_t j = 0; j < n; ++j) decode_row(kv_type, cache + j * row_size + offset, rows + j * width, head_dim);
 }
 
-// One query (decode): per head, the scores against every cached key, a softmax, and the
-// weighted sum of the values, a tile of cache rows widened to FP32 at a time.
+// One query (decode). A unit of work is a KV head and a run of the query heads that read it: each
+// tile of the KV head's cache rows is widened to FP32 once for all of them (TinyLlama's 8 query
+// heads per KV head widened every row 8 times when each head was a unit of its own), then per
+// head the scores, a softmax and the weighted sum of the values. A group is split only as far as
+// it takes to give every thread a unit. Each head's arithmetic is the same in any unit, so the
+// output does not depend on the thread count.
 void attention_one_query(float* out, const float* q, const void* keys, const void* values, GgmlType kv_type,
                          int64_t n_positions, const AttentionShape& shape, float* scores) {
   const int64_t kv_dim = shape.n_kv_heads * shape.head_dim, hd = shape.head_dim;
@@ -72,34 +78,42 @@ void attention_one_query(float* out, const float* q, const void* keys, const voi
   const int64_t width = round_up(hd, kChunk);
   constexpr int64_t kRows = 64;  // cache rows widened at a time
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int64_t threads = omp_get_max_threads();
+  const int64_t splits = std::clamp<int64_t>((threads + shape.n_kv_heads - 1) / shape.n_kv_heads, 1, group);
+  const int64_t heads_per_unit = (group + splits - 1) / splits;
 #pragma omp parallel
   {
     // Per-thread buffers kept from call to call (decode calls this once per layer and token),
     // zeroed again when the head size changes: only then could a padding column hold a value.
-    thread_local std::vector<float> rows, query, sums;
+    thread_local std::vector<float> rows, queries, sums;  // (kRows, width), (heads_per_unit, width) twice
     thread_local int64_t zeroed_for_head_dim = -1;
-    if (zeroed_for_head_dim != hd) {
-      rows.assign(kRows * width, 0.0f), query.assign(width, 0.0f), sums.assign(width, 0.0f);
+    if (zeroed_for_head_dim != hd || queries.size() < static_cast<std::size_t>(heads_per_unit * width)) {
+      rows.assign(kRows * width, 0.0f), queries.assign(heads_per_unit * width, 0.0f), sums.assign(heads_per_unit * width, 0.0f);
       zeroed_for_head_dim = hd;
     }
 #pragma omp for schedule(static)
-    for (int64_t h = 0; h < shape.n_heads; ++h) {
-      const int64_t kv_offset = (h / group) * head_size;
-      float* head_scores = scores + h * n_positions;
-      std::copy_n(q + h * hd, hd, query.begin());
+    for (int64_t unit = 0; unit < shape.n_kv_heads * splits; ++unit) {
+      const int64_t kv_head = unit / splits, first = kv_head * group + unit % splits * heads_per_unit;
+      const int64_t heads = std::min(heads_per_unit, (kv_head + 1) * group - first);
+      if (heads <= 0) continue;  // the group split into fewer runs than units
+      const int64_t kv_offset = kv_head * head_size;
+      for (int64_t i = 0; i < heads; ++i) std::copy_n(q + (first + i) * hd, hd, &queries[i * width]);
       for (int64_t t0 = 0; t0 < n_positions; t0 += kRows) {
         const int64_t n = std::min(kRows, n_positions - t0);
         widen_rows(rows.data(), static_cast<const std::byte*>(keys) + t0 * row_size, kv_type, row_size, kv_offset, n, hd, width);
-        for (int64_t j = 0; j < n; ++j) head_scores[t0 + j] = dot_lanes(query.data(), &rows[j * width], width) * scale;
+        for (int64_t i = 0; i < heads; ++i)
+          for (int64_t j = 0; j < n; ++j)
+            scores[(first + i) * n_positions + t0 + j] = dot_lanes(&queries[i * width], &rows[j * width], width) * scale;
       }
-      softmax(head_scores, n_positions);
-      std::fill(sums.begin(), sums.end(), 0.0f);
+      for (int64_t i = 0; i < heads; ++i) softmax(scores + (first + i) * n_positions, n_positions);
+      std::fill_n(sums.begin(), heads * width, 0.0f);
       for (int64_t t0 = 0; t0 < n_positions; t0 += kRows) {
         const int64_t n = std::min(kRows, n_positions - t0);
         widen_rows(rows.data(), static_cast<const std::byte*>(values) + t0 * row_size, kv_type, row_size, kv_offset, n, hd, width);
-        accumulate_rows(sums.data(), head_scores + t0, rows.data(), n, width);
+        for (int64_t i = 0; i < heads; ++i)
+          accumulate_rows(&sums[i * width], scores + (first + i) * n_positions + t0, rows.data(), n, width);
       }
-      std::copy_n(sums.begin(), hd, out + h * hd);
+      for (int64_t i = 0; i < heads; ++i) std::copy_n(&sums[i * width], hd, out + (first + i) * hd);
     }
   }
 }

@@ -422,7 +422,9 @@ TEST(Ops, SwigluIsSiluTimesUp) {
 }
 
 // Decode attention against a double-precision loop over the cache's widened values: head sizes
-// on and off the kernel's 32-float columns, positions past its 64-row tiles, every cache type.
+// on and off the kernel's 32-float columns, positions past its 64-row tiles, every cache type;
+// and the same output, bit for bit, at 1, 2, 3 and 5 threads (a KV head's 4 query heads in one
+// unit, or split in runs of 2, with units left empty).
 TEST(Attention, GroupedQueryMatchesNaiveDouble) {
   struct Config {
     int64_t head_dim, positions;
@@ -445,6 +447,14 @@ TEST(Attention, GroupedQueryMatchesNaiveDouble) {
       }
     std::vector<float> out(q.size()), scores(shape.n_heads * positions);
     attention(out.data(), q.data(), key_cache.data(), value_cache.data(), config.kv_type, positions, shape, scores.data());
+    const int threads = omp_get_max_threads();
+    for (int t : {1, 2, 3, 5}) {
+      omp_set_num_threads(t);
+      std::vector<float> again(q.size());
+      attention(again.data(), q.data(), key_cache.data(), value_cache.data(), config.kv_type, positions, shape, scores.data());
+      EXPECT_EQ(again, out) << t << " threads, head_dim " << config.head_dim;
+    }
+    omp_set_num_threads(threads);
 
     for (int64_t h = 0; h < shape.n_heads; ++h) {
       const int64_t kv = h / (shape.n_heads / shape.n_kv_heads);  // heads 0-3 read kv 0, 4-7 kv 1
