@@ -84,7 +84,7 @@ inline __m256i block_products(__m256i w, __m256i magnitudes, __m256i a) {
 // leaves lanes 0-3 with block 2p's partial sums, 4-7 with block 2p + 1's. Three hadds then
 // reduce the four pairs to one exact int32 sum per block, so the zero point's offsets, the
 // scales, the conversion and the FMA run once per 8 blocks and token instead of once per pair
-// (per pair and token 7 vector operations instead of 11; docs/kernels.md, "Decode, session 9").
+// (per pair and token 6 vector instructions instead of 10; docs/kernels.md, "Decode, session 9").
 template <int T>
 inline void q4_0_eight_blocks(const BlockQ4_0* blocks, const QuantizedActivations* const* a, int64_t b, __m256 (&acc)[T]) {
   const __m256i mask = _mm256_set1_epi8(0x0f);
