@@ -11,8 +11,8 @@ namespace cpullm {
 
 // An activation vector quantized to Q8_0 once per matvec, in the layouts the integer kernels
 // read, with what they would otherwise redo for every row precomputed. Every array is padded
-// with zeros (biased values with 128) to a multiple of 8 blocks, so a kernel may read a group
-// of 4 or 8 past the last block: zero scales make it add nothing.
+// with zeros (biased values with 128) to a multiple of 16 blocks, so a kernel may read up to 16
+// blocks past the last one: zero scales make them add nothing.
 //
 // Natural order is x's. Nibble order is Q4_0's: a Q4_0 block's byte j holds weights j (low
 // nibble) and j + 16 (high nibble), so per group of 4 blocks the values come as the 4 blocks'

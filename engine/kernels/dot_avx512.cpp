@@ -111,45 +111,61 @@ inline void natural_pair(const Row& w, int64_t b, bool pair, const QuantizedActi
   }
 }
 
-// Q4_0, a group of four blocks per step in nibble order: lanes 4k..4k+3 hold block b + k's
-// sums. Four 16-byte loads fill a register with the group's nibbles; an AND gives the low
-// nibbles of all four blocks and a shift and an AND the high ones, once for every token; each
-// meets a token's 64 activations in one vpdpbusd (the nibbles go in unsigned, as stored), each
-// block's first lane starting from its zero-point offset. A group of `count` < 4 blocks (the row's end) reads only those.
+// Q4_0, 16 blocks per step: four groups of four in nibble order. A group's four 16-byte loads
+// fill a register; an AND gives the low nibbles of its four blocks and a shift and an AND the
+// high ones, once for every token. Per token each group meets its 64 + 64 activations in two
+// vpdpbusd (the nibbles go in unsigned, as stored), leaving block 4g + k's partial sums in lanes
+// 4k..4k+3; two rounds of pairing even with odd lanes (vpermt2d) reduce the four registers to one
+// exact int32 sum per block, in block order, so the zero point's offsets, the scales, the
+// conversion and the FMA run once per 16 blocks and token instead of once per group. A step of
+// `count` < 16 blocks (the row's end) reads only those; the rest are zero.
 template <int T>
-inline void q4_0_group(const BlockQ4_0* blocks, int count, const QuantizedActivations* const* a, int64_t b, __m512 (&acc)[T]) {
-  const auto nibbles = [&](int k) {
+inline void q4_0_sixteen_blocks(const BlockQ4_0* blocks, int64_t count, const QuantizedActivations* const* a, int64_t b,
+                                __m512 (&acc)[T]) {
+  const __m512i mask = _mm512_set1_epi8(0x0f);
+  const auto nibbles = [&](int64_t k) {
     return k < count ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[k].nibbles)) : _mm_setzero_si128();
   };
-  __m512i group = _mm512_castsi128_si512(nibbles(0));
-  group = _mm512_inserti32x4(group, nibbles(1), 1);
-  group = _mm512_inserti32x4(group, nibbles(2), 2);
-  group = _mm512_inserti32x4(group, nibbles(3), 3);
-  const __m512i mask = _mm512_set1_epi8(0x0f);
-  const __m512i low = _mm512_and_si512(group, mask), high = _mm512_and_si512(_mm512_srli_epi16(group, 4), mask);
-  // Lane j takes element j / 4: block b + j / 4's.
-  const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-  // The four FP16 scales, each four times: words 0, 9, 18, 27 of the group's first 64 bytes.
-  __m512 weight_scales;
-  if (count == 4) {
-    const __m512i lanes = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,  //
-                                           27, 27, 27, 27, 18, 18, 18, 18, 9, 9, 9, 9, 0, 0, 0, 0);
-    const __m512i head = _mm512_loadu_si512(blocks);
-    weight_scales = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(lanes, head)));
-  } else {
-    float four[4] = {};
-    for (int k = 0; k < count; ++k) four[k] = fp16_to_fp32(blocks[k].scale);
-    weight_scales = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_loadu_ps(four)));
+  __m512i low[4], high[4];
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    __m512i group = _mm512_castsi128_si512(nibbles(4 * g));
+    group = _mm512_inserti32x4(group, nibbles(4 * g + 1), 1);
+    group = _mm512_inserti32x4(group, nibbles(4 * g + 2), 2);
+    group = _mm512_inserti32x4(group, nibbles(4 * g + 3), 3);
+    low[g] = _mm512_and_si512(group, mask);
+    high[g] = _mm512_and_si512(_mm512_srli_epi16(group, 4), mask);
   }
+  // The 16 FP16 weight scales in block order: words 0, 9, 18 and 27 of each group's first 64
+  // bytes (only the bytes of the step's blocks), two groups' worth per word permute.
+  const auto head = [&](int g) {
+    const int64_t bytes = count * static_cast<int64_t>(sizeof(BlockQ4_0)) - 4 * g * static_cast<int64_t>(sizeof(BlockQ4_0));
+    const __mmask64 valid = bytes >= 64 ? ~__mmask64{0} : bytes <= 0 ? __mmask64{0} : (__mmask64{1} << bytes) - 1;
+    return _mm512_maskz_loadu_epi8(valid, blocks + 4 * g);
+  };
+  const __m512i pick = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,  //
+                                        0, 0, 0, 0, 0, 0, 0, 0, 59, 50, 41, 32, 27, 18, 9, 0);
+  const __m512i first = _mm512_permutex2var_epi16(head(0), pick, head(1)), second = _mm512_permutex2var_epi16(head(2), pick, head(3));
+  const __m512 weight_scales = _mm512_cvtph_ps(
+      _mm256_inserti128_si256(_mm512_castsi512_si256(first), _mm512_castsi512_si128(second), 1));
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  const auto pair_up = [&](__m512i x, __m512i y) {  // lane i: lanes 2i and 2i + 1 of x then y, added
+    return _mm512_add_epi32(_mm512_permutex2var_epi32(x, even, y), _mm512_permutex2var_epi32(x, odd, y));
+  };
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
     const int8_t* acts = a[t]->nibble_order + b * kQuantBlock;
-    // The four blocks' offsets into each block's first lane, their scales over all four lanes:
-    // 16 bytes each, as stored.
-    const __m512i offsets = _mm512_maskz_permutexvar_epi32(0x1111, spread, _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a[t]->offsets + b))));
-    __m512i sums = _mm512_dpbusd_epi32(offsets, low, _mm512_loadu_si512(acts));
-    sums = _mm512_dpbusd_epi32(sums, high, _mm512_loadu_si512(acts + 2 * kQuantBlock));
-    const __m512 scales = _mm512_mul_ps(weight_scales, _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_loadu_ps(a[t]->scales + b))));
+    __m512i group_sums[4];
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      const int8_t* group_acts = acts + g * 4 * kQuantBlock;
+      group_sums[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), low[g], _mm512_loadu_si512(group_acts)),
+                                          high[g], _mm512_loadu_si512(group_acts + 2 * kQuantBlock));
+    }
+    const __m512i sums = _mm512_add_epi32(pair_up(pair_up(group_sums[0], group_sums[1]), pair_up(group_sums[2], group_sums[3])),
+                                          _mm512_loadu_si512(a[t]->offsets + b));
+    const __m512 scales = _mm512_mul_ps(weight_scales, _mm512_loadu_ps(a[t]->scales + b));
     acc[t] = _mm512_fmadd_ps(scales, _mm512_cvtepi32_ps(sums), acc[t]);
   }
 }
@@ -167,11 +183,8 @@ struct Avx512BlockDot {
       for (int t = 0; t < T; ++t) even[t] = odd[t] = _mm512_setzero_ps();
       int64_t b = 0;
       if constexpr (std::is_same_v<Row, Q4_0Row>) {
-        for (; b + 8 <= blocks; b += 8) {
-          q4_0_group<T>(w.blocks + b, 4, a, b, even);
-          q4_0_group<T>(w.blocks + b + 4, 4, a, b + 4, odd);
-        }
-        for (; b < blocks; b += 4) q4_0_group<T>(w.blocks + b, blocks - b < 4 ? static_cast<int>(blocks - b) : 4, a, b, even);
+        for (; b + 16 <= blocks; b += 16) q4_0_sixteen_blocks<T>(w.blocks + b, 16, a, b, even);
+        if (b < blocks) q4_0_sixteen_blocks<T>(w.blocks + b, blocks - b, a, b, odd);
       } else {
         for (; b + 4 <= blocks; b += 4) {
           natural_pair<T>(w, b, true, a, even);

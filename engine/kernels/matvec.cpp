@@ -33,7 +33,7 @@ struct ActivationArena {
 // however many rows and matrices read it.
 const QuantizedActivations& quantize_activations(const float* x, int64_t cols, int64_t slot = 0) {
   constexpr int64_t kGroup = 4;    // blocks per nibble-order group
-  constexpr int64_t kPadding = 8;  // AVX2's Q4_0 kernel reads 8 blocks at a time
+  constexpr int64_t kPadding = 16;  // the Q4_0 kernels read 8 (AVX2) or 16 (AVX-512) blocks at a time
   const int64_t blocks = cols / kQuantBlock, padded = (blocks + kPadding - 1) / kPadding * kPadding;
   thread_local std::array<ActivationArena, kRowStreamTokens> arenas;  // fixed: views of earlier slots stay valid
   std::vector<BlockQ8_0>& quantized = arenas[slot].quantized;
