@@ -23,10 +23,13 @@ namespace cpullm {
 // for the integer formats at 3-4 tokens only while the tokens' quantized activations stay in
 // L1 beside the rows (with 96 bytes a block, before session 7, LLaMA-7B's 4 Q8_0 tokens streamed
 // at 0.64x of the GEMM; with 36, 3 tokens take 0.55-0.71x the GEMM's time and 4 0.73-0.93x); at
-// 8 tokens (two passes over each row) the GEMM won everywhere.
+// 8 tokens (two passes over each row) the GEMM won everywhere, until session 9's Q4_0 kernels
+// (one int32 per block before any scaling): Q4_0 streams up to 8 tokens, a TinyLlama layer's 8
+// tokens 1.4-1.6x faster than the GEMM, whose Q4_0 packing unpacks every nibble. Q8_0 and
+// INT8_CHANNEL at 8 tokens were even with the GEMM and stay with it.
 bool matmul_streams_rows(GgmlType type, int64_t tokens, int64_t cols) {
   if (tokens <= 2) return true;
-  if (tokens > kRowDotTokens) return false;
+  if (tokens > (type == GgmlType::Q4_0 ? kRowStreamTokens : kRowDotTokens)) return false;
   if (type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16) return true;
   if (!uses_q8_0_activations(type)) return false;
   // What one token's row kernel reads per block of 32 columns (dot.hpp): the values (32 bytes),
