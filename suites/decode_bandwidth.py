@@ -91,7 +91,7 @@ def main():
     ap.add_argument("--isa", default="avx2,avx512")
     ap.add_argument("--cases", default="tinyllama:q8_0,tinyllama:q4_0,llama7b-4l:q8_0,llama7b-4l:q4_0")
     ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--baseline", help="another build folder whose cpullm runs each case right after this one's")
+    ap.add_argument("--baseline", help="another build folder whose cpullm runs each case next to this one's, taking turns going first")
     ap.add_argument("--fresh-copies", action="store_true",
                     help="decode from a copy of each model written just before its runs (fresh page-cache pages)")
     args = ap.parse_args()

@@ -26,7 +26,8 @@ namespace cpullm {
 // 8 tokens (two passes over each row) the GEMM won everywhere, until session 9's Q4_0 kernels
 // (one int32 per block before any scaling): Q4_0 streams up to 8 tokens, a TinyLlama layer's 8
 // tokens 1.4-1.6x faster than the GEMM, whose Q4_0 packing unpacks every nibble. Q8_0 and
-// INT8_CHANNEL at 8 tokens were even with the GEMM and stay with it.
+// INT8_CHANNEL at 8 tokens did not beat the GEMM (Q8_0 lost 7 of 8 alternated rounds) and stay
+// with it.
 bool matmul_streams_rows(GgmlType type, int64_t tokens, int64_t cols) {
   if (tokens <= 2) return true;
   if (tokens > (type == GgmlType::Q4_0 ? kRowStreamTokens : kRowDotTokens)) return false;
