@@ -10,6 +10,7 @@
 #include "engine/kernels/dot.hpp"
 #include "engine/kernels/kernel_table.hpp"
 #include "engine/kernels/row_convert.hpp"
+#include "engine/kernels/row_shares.hpp"
 #include "engine/kernels/sparse.hpp"
 #include "engine/util/aligned_vector.hpp"
 #include "engine/util/error.hpp"
@@ -111,6 +112,11 @@ struct PreparedTask {
   std::array<const void*, kRowStreamTokens> activations;  // (tokens) x or its quantized form
 };
 
+// What a thread takes at a time: 64 KiB of weights, ~2.5 µs of a decode thread's streaming, so
+// claims cost well under 1% and a thread waits at most that long for the last chunk.
+constexpr int64_t kStealChunkBytes = 64 * 1024;
+
+
 }  // namespace
 
 bool uses_q8_0_activations(GgmlType type) {
@@ -169,23 +175,19 @@ void matvec_group(std::span<const MatvecTask> tasks, const float* x, int64_t x_s
     total_rows += w.rows;
   }
 
-  // The rows of all the matrices, end to end, in one static split: one fork/join for the group,
-  // and each output is one thread's sequential dot product, whatever the thread count. (Chunks
-  // of 128 KiB handed out dynamically, for threads the OS deschedules on a shared host, were
-  // slower in 13 of 20 cases of bench_kernels' matvec and matvec_group, by up to 47%.) A row
-  // comes from memory once and is widened or unpacked once per kRowDotTokens tokens.
+  // The rows of all the matrices, end to end, in one fork/join, each output one thread's
+  // sequential dot product whatever the thread count. Each thread streams its equal share from
+  // the front; one that finishes early takes chunks from the back of the others' (RowShares).
+  // A row comes from memory once and is widened or unpacked once per kRowDotTokens tokens.
   if (total_rows == 0) return;
   const std::vector<PreparedTask>& work = prepared;  // this thread's list, named for the workers
-#pragma omp parallel
-  {
-    const int64_t threads = omp_get_num_threads(), id = omp_get_thread_num();
-    const int64_t begin = total_rows * id / threads, end = total_rows * (id + 1) / threads;
+  const auto run_rows = [&](int64_t begin, int64_t end) {
     int64_t first = 0;  // the task's first row in the concatenation
     for (const PreparedTask& t : work) {
       const int64_t lo = std::max(begin, first) - first, hi = std::min(end, first + t.rows) - first;
+      first += t.rows;
       if (tokens == 1) {  // decode's common case: straight into y
         for (int64_t r = lo; r < hi; ++r) t.dot(t.w + r * t.stride, t.activations.data(), 1, cols, &t.y[r]);
-        first += t.rows;
         continue;
       }
       for (int64_t r = lo; r < hi; ++r) {
@@ -197,8 +199,15 @@ void matvec_group(std::span<const MatvecTask> tasks, const float* x, int64_t x_s
           for (int k = 0; k < n; ++k) t.y[(k0 + k) * t.y_stride + r] = out[k];
         }
       }
-      first += t.rows;
     }
+  };
+  int64_t total_bytes = 0;
+  for (const PreparedTask& t : work) total_bytes += t.rows * t.stride;
+  RowShares shares(total_rows, omp_get_max_threads(), kStealChunkBytes * total_rows / total_bytes);
+#pragma omp parallel
+  {
+    const int id = omp_get_thread_num();
+    for (int64_t begin, end; shares.next(id, begin, end);) run_rows(begin, end);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <iterator>
@@ -16,6 +17,7 @@
 #include "engine/kernels/matvec.hpp"
 #include "engine/kernels/quant_formats.hpp"
 #include "engine/kernels/row_convert.hpp"
+#include "engine/kernels/row_shares.hpp"
 #include "engine/kernels/ops.hpp"
 #include "engine/util/error.hpp"
 #include "engine/util/half.hpp"
@@ -244,6 +246,57 @@ TEST(MatvecGroup, SeveralTokensEqualOneMatvecPerToken) {
   std::vector<float> y((kRowStreamTokens + 1) * kYStride), wide_x((kRowStreamTokens + 1) * kXStride);
   const MatvecTask task{y.data(), &matrices[0].view, kYStride};
   EXPECT_THROW(matvec_group({&task, 1}, wide_x.data(), kXStride, kRowStreamTokens + 1, Isa::Scalar), Error);
+}
+
+// Groups long enough to be claimed in many chunks (4096 columns: 64 KiB is 4 F32 rows or 15 Q8_0
+// rows), so that at 2 and 3 threads a thread may finish its share and take the others' last
+// chunks: still matvec's outputs, bit for bit.
+TEST(MatvecGroup, LongGroupsEqualOneMatvecPerMatrix) {
+  std::mt19937 rng(12);
+  std::vector<Matrix> matrices;
+  for (auto [type, rows] : {std::pair{GgmlType::F32, 37}, {GgmlType::Q8_0, 61}, {GgmlType::Q4_0, 90}})
+    matrices.push_back(random_matrix(type, rows, 4096, rng));
+  const std::vector<float> x = uniform_input(4096, rng);
+  for_each_isa_and_thread_count([&](Isa isa, int t) {
+    std::vector<std::vector<float>> grouped;
+    std::vector<MatvecTask> tasks;
+    for (const Matrix& m : matrices) grouped.emplace_back(m.view.rows, -1.0f);
+    for (std::size_t i = 0; i < matrices.size(); ++i) tasks.push_back({grouped[i].data(), &matrices[i].view});
+    matvec_group(tasks, x.data(), isa);
+    for (std::size_t i = 0; i < matrices.size(); ++i) {
+      std::vector<float> single(matrices[i].view.rows);
+      matvec(single.data(), matrices[i].view, x.data(), isa);
+      EXPECT_EQ(grouped[i], single) << isa_name(isa) << ", " << t << " threads, matrix " << i;
+    }
+  });
+}
+
+// One thread alone: its own share front to back in chunks, then the other's from the back.
+TEST(RowShares, OwnShareFromTheFrontThenTheOthersFromTheBack) {
+  RowShares shares(10, 2, 3);  // shares [0, 5) and [5, 10)
+  std::vector<std::pair<int64_t, int64_t>> taken;
+  for (int64_t begin, end; shares.next(0, begin, end);) taken.emplace_back(begin, end);
+  const std::vector<std::pair<int64_t, int64_t>> expected = {{0, 3}, {3, 5}, {7, 10}, {5, 7}};
+  EXPECT_EQ(taken, expected);
+  int64_t begin, end;
+  EXPECT_FALSE(shares.next(1, begin, end));
+}
+
+// Threads racing for chunks, one of the split's threads never arriving (OpenMP granted fewer):
+// every row is claimed exactly once.
+TEST(RowShares, EveryRowClaimedOnceWhileThreadsRace) {
+  constexpr int64_t kRows = 100003;
+  for (int round = 0; round < 20; ++round) {
+    std::vector<std::atomic<int>> claims(kRows);
+    RowShares shares(kRows, 5, 1 + round % 7);
+#pragma omp parallel num_threads(4)
+    for (int64_t begin, end; shares.next(omp_get_thread_num(), begin, end);)
+      for (int64_t r = begin; r < end; ++r) claims[r].fetch_add(1, std::memory_order_relaxed);
+    const auto once = std::count_if(claims.begin(), claims.end(), [](const std::atomic<int>& c) { return c.load() == 1; });
+    ASSERT_EQ(once, kRows) << "round " << round;
+  }
+  EXPECT_THROW(RowShares(int64_t{1} << 32, 2, 1), Error);
+  EXPECT_THROW(RowShares(10, 0, 1), Error);
 }
 
 TEST(MatvecGroup, RefusesMatricesOfDifferentWidths) {
