@@ -81,8 +81,8 @@ inline __m256i block_products(__m256i w, __m256i magnitudes, __m256i a) {
 // nibbles, loaded and unpacked once for every token: one AND takes the low nibbles, a shift and
 // an AND the high ones. Per token, each meets its 32 activations in one maddubs (the nibbles go
 // in unsigned, as stored), the two int16 products add (at most 4 * 15 * 127 per pair) and madd
-// leaves lanes 0-3 with block 2p's partial sums, 4-7 with block 2p + 1's. Three hadds then
-// reduce the four pairs to one exact int32 sum per block, so the zero point's offsets, the
+// leaves lanes 0-3 with block 2p's partial sums, 4-7 with block 2p + 1's. In-lane unpacks and
+// adds then reduce the four pairs to one exact int32 sum per block, so the zero point's offsets, the
 // scales, the conversion and the FMA run once per 8 blocks and token instead of once per pair
 // (per pair and token 6 vector instructions instead of 10; docs/kernels.md, "Decode, session 9").
 template <int T>
@@ -104,7 +104,11 @@ inline void q4_0_eight_blocks(const BlockQ4_0* blocks, const QuantizedActivation
                                                     _mm256_unpacklo_epi16(head(2), head(3)));
   const __m128i even_odd = _mm256_castsi256_si128(_mm256_permute4x64_epi64(interleaved, 0b1100));
   const __m256 weight_scales = _mm256_cvtph_ps(_mm_unpacklo_epi16(even_odd, _mm_srli_si128(even_odd, 8)));
-  const __m256i block_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // the hadds leave blocks 0 2 4 6 | 1 3 5 7
+  // In-lane unpacks reduce each 128-bit lane's four sums per pair to one (x0 + x2, y0 + y2,
+  // x1 + x3, y1 + y3, then the two halves): 7 instructions where three hadds took 9 µops.
+  const auto pair_up = [](__m256i x, __m256i y) { return _mm256_add_epi32(_mm256_unpacklo_epi32(x, y), _mm256_unpackhi_epi32(x, y)); };
+  const auto quad_up = [](__m256i x, __m256i y) { return _mm256_add_epi32(_mm256_unpacklo_epi64(x, y), _mm256_unpackhi_epi64(x, y)); };
+  const __m256i block_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // the reduction leaves blocks 0 2 4 6 | 1 3 5 7
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
     const int8_t* acts = a[t]->nibble_order + b * kQuantBlock;  // two groups of 4 blocks, 128 bytes each
@@ -116,8 +120,7 @@ inline void q4_0_eight_blocks(const BlockQ4_0* blocks, const QuantizedActivation
                                                 _mm256_maddubs_epi16(high[p], load32_i8(low_acts + 2 * kQuantBlock)));
       pair_sums[p] = _mm256_madd_epi16(products, _mm256_set1_epi16(1));
     }
-    const __m256i reduced = _mm256_hadd_epi32(_mm256_hadd_epi32(pair_sums[0], pair_sums[1]),
-                                              _mm256_hadd_epi32(pair_sums[2], pair_sums[3]));
+    const __m256i reduced = quad_up(pair_up(pair_sums[0], pair_sums[1]), pair_up(pair_sums[2], pair_sums[3]));
     const __m256i sums = _mm256_add_epi32(_mm256_permutevar8x32_epi32(reduced, block_order),
                                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t]->offsets + b)));
     const __m256 scales = _mm256_mul_ps(weight_scales, _mm256_loadu_ps(a[t]->scales + b));

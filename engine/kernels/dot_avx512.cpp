@@ -148,11 +148,11 @@ inline void q4_0_sixteen_blocks(const BlockQ4_0* blocks, int64_t count, const Qu
   const __m512i first = _mm512_permutex2var_epi16(head(0), pick, head(1)), second = _mm512_permutex2var_epi16(head(2), pick, head(3));
   const __m512 weight_scales = _mm512_cvtph_ps(
       _mm256_inserti128_si256(_mm512_castsi512_si256(first), _mm512_castsi512_si128(second), 1));
-  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-  const auto pair_up = [&](__m512i x, __m512i y) {  // lane i: lanes 2i and 2i + 1 of x then y, added
-    return _mm512_add_epi32(_mm512_permutex2var_epi32(x, even, y), _mm512_permutex2var_epi32(x, odd, y));
-  };
+  // In-lane unpacks reduce each 128-bit lane k's four sums per group to one: lane k of the
+  // result holds blocks k, 4 + k, 8 + k and 12 + k; one dword permute puts them in block order.
+  const auto pair_up = [](__m512i x, __m512i y) { return _mm512_add_epi32(_mm512_unpacklo_epi32(x, y), _mm512_unpackhi_epi32(x, y)); };
+  const auto quad_up = [](__m512i x, __m512i y) { return _mm512_add_epi32(_mm512_unpacklo_epi64(x, y), _mm512_unpackhi_epi64(x, y)); };
+  const __m512i block_order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
     const int8_t* acts = a[t]->nibble_order + b * kQuantBlock;
@@ -163,8 +163,8 @@ inline void q4_0_sixteen_blocks(const BlockQ4_0* blocks, int64_t count, const Qu
       group_sums[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), low[g], _mm512_loadu_si512(group_acts)),
                                           high[g], _mm512_loadu_si512(group_acts + 2 * kQuantBlock));
     }
-    const __m512i sums = _mm512_add_epi32(pair_up(pair_up(group_sums[0], group_sums[1]), pair_up(group_sums[2], group_sums[3])),
-                                          _mm512_loadu_si512(a[t]->offsets + b));
+    const __m512i reduced = quad_up(pair_up(group_sums[0], group_sums[1]), pair_up(group_sums[2], group_sums[3]));
+    const __m512i sums = _mm512_add_epi32(_mm512_permutexvar_epi32(block_order, reduced), _mm512_loadu_si512(a[t]->offsets + b));
     const __m512 scales = _mm512_mul_ps(weight_scales, _mm512_loadu_ps(a[t]->scales + b));
     acc[t] = _mm512_fmadd_ps(scales, _mm512_cvtepi32_ps(sums), acc[t]);
   }
