@@ -19,19 +19,23 @@ void softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] /= sum;
 }
 
-void rope(float* vec, int64_t n_heads, int64_t head_dim, int64_t pos, float theta) {
+void rope_angles(float* angles, int64_t head_dim, int64_t pos, float theta) {
   for (int64_t i = 0; i < head_dim; i += 2) {
     // The angle is computed in double: at long positions FP32 loses the low bits of pos*freq.
     const double angle = static_cast<double>(pos) * std::pow(static_cast<double>(theta), -static_cast<double>(i) / head_dim);
-    const float c = static_cast<float>(std::cos(angle));
-    const float s = static_cast<float>(std::sin(angle));
-    for (int64_t h = 0; h < n_heads; ++h) {
+    angles[i] = static_cast<float>(std::cos(angle));
+    angles[i + 1] = static_cast<float>(std::sin(angle));
+  }
+}
+
+void rope(float* vec, int64_t n_heads, int64_t head_dim, const float* angles) {
+  for (int64_t h = 0; h < n_heads; ++h)
+    for (int64_t i = 0; i < head_dim; i += 2) {
       float* pair = vec + h * head_dim + i;
-      const float x0 = pair[0], x1 = pair[1];
+      const float x0 = pair[0], x1 = pair[1], c = angles[i], s = angles[i + 1];
       pair[0] = x0 * c - x1 * s;
       pair[1] = x0 * s + x1 * c;
     }
-  }
 }
 
 void swiglu(float* gate, const float* up, int64_t n) {

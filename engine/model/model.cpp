@@ -71,6 +71,7 @@ Model::Model(const std::string& path, const ModelOptions& options)
   for (auto* buffer : {&b.x, &b.xb, &b.xb2, &b.q}) buffer->resize(chunk * c.dim);
   for (auto* buffer : {&b.k, &b.v}) buffer->resize(chunk * c.kv_dim());
   for (auto* buffer : {&b.hb, &b.hb2}) buffer->resize(chunk * c.ffn_dim);
+  b.rope.resize(chunk * c.head_dim);
   b.scores.resize(c.n_heads * shape.context);
   if (options.prefetch) prefetcher_ = std::make_unique<LayerPrefetcher>(layer_weight_ranges(weights_));
 }
@@ -210,6 +211,10 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
     ScopedRegion region(Region::embedding, embedding_cost(weights_.token_embedding, n));
     for (int64_t t = 0; t < n; ++t) weight_row_to_float(&b.x[t * dim], weights_.token_embedding, chunk[t].token);
   }
+  {
+    ScopedRegion region(Region::rope, {});  // the angles, once for all the layers: counted with rope, costed there
+    for (int64_t t = 0; t < n; ++t) rope_angles(&b.rope[t * c.head_dim], c.head_dim, chunk[t].position, c.rope_theta);
+  }
 
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
@@ -224,8 +229,8 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
     {
       ScopedRegion region(Region::rope, rope_cost(dim + kv_dim, n));
       for (int64_t t = 0; t < n; ++t) {
-        rope(&b.q[t * dim], c.n_heads, c.head_dim, chunk[t].position, c.rope_theta);
-        rope(&b.k[t * kv_dim], c.n_kv_heads, c.head_dim, chunk[t].position, c.rope_theta);
+        rope(&b.q[t * dim], c.n_heads, c.head_dim, &b.rope[t * c.head_dim]);
+        rope(&b.k[t * kv_dim], c.n_kv_heads, c.head_dim, &b.rope[t * c.head_dim]);
       }
     }
     for (const Run& run : runs) {

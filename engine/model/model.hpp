@@ -55,6 +55,7 @@ struct BatchState {
   AlignedVector<float> v;        // (chunk, kv_dim) values, before they go into the cache
   AlignedVector<float> hb;       // (chunk, ffn_dim) gates, then the SwiGLU activations
   AlignedVector<float> hb2;      // (chunk, ffn_dim) up projections
+  AlignedVector<float> rope;     // (chunk, head_dim) each token's rotary (cos, sin) pairs, rope_angles
   AlignedVector<float> scores;   // (n_heads, context) one query's attention scores
   AlignedVector<float> logits;   // (tokens with want_logits, vocab) of the current call
 };

@@ -452,8 +452,9 @@ TEST(Ops, RopeRotatesAdjacentPairs) {
   const float theta = 10000;
   std::vector<float> v(heads * head_dim);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.1f * static_cast<float>(i) - 0.3f;
-  std::vector<float> rotated = v;
-  rope(rotated.data(), heads, head_dim, pos, theta);
+  std::vector<float> rotated = v, angles(head_dim);
+  rope_angles(angles.data(), head_dim, pos, theta);
+  rope(rotated.data(), heads, head_dim, angles.data());
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t i = 0; i < head_dim; i += 2) {
       const double angle = pos * std::pow(theta, -static_cast<double>(i) / head_dim);
@@ -462,7 +463,8 @@ TEST(Ops, RopeRotatesAdjacentPairs) {
       EXPECT_NEAR(rotated[h * head_dim + i + 1], x0 * std::sin(angle) + x1 * std::cos(angle), 1e-6);
     }
   std::vector<float> at_zero = v;
-  rope(at_zero.data(), heads, head_dim, 0, theta);
+  rope_angles(angles.data(), head_dim, 0, theta);
+  rope(at_zero.data(), heads, head_dim, angles.data());
   EXPECT_EQ(at_zero, v);
 }
 
