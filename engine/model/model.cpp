@@ -211,10 +211,6 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
     ScopedRegion region(Region::embedding, embedding_cost(weights_.token_embedding, n));
     for (int64_t t = 0; t < n; ++t) weight_row_to_float(&b.x[t * dim], weights_.token_embedding, chunk[t].token);
   }
-  {
-    ScopedRegion region(Region::rope, {});  // the angles, once for all the layers: counted with rope, costed there
-    for (int64_t t = 0; t < n; ++t) rope_angles(&b.rope[t * c.head_dim], c.head_dim, chunk[t].position, c.rope_theta);
-  }
 
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
@@ -229,6 +225,7 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
     {
       ScopedRegion region(Region::rope, rope_cost(dim + kv_dim, n));
       for (int64_t t = 0; t < n; ++t) {
+        if (l == 0) rope_angles(&b.rope[t * c.head_dim], c.head_dim, chunk[t].position, c.rope_theta);  // for every layer
         rope(&b.q[t * dim], c.n_heads, c.head_dim, &b.rope[t * c.head_dim]);
         rope(&b.k[t * kv_dim], c.n_kv_heads, c.head_dim, &b.rope[t * c.head_dim]);
       }
