@@ -163,12 +163,12 @@ void run_generate(const GenerateOptions& o) {
   const int later_tokens = generated - static_cast<int>(std::min<std::size_t>(generated, o.sequences));
   std::fprintf(stderr,
                "cpullm: prompt %zu tokens, %.1f tokens/s | time to first token %.1f ms | generated %d tokens, "
-               "%.2f tokens/s | %d threads, kernels %s, peak resident %.1f MiB%s%s\n",
+               "%.2f tokens/s | %d threads, kernels %s, peak resident %.1f MiB, %s%s%s\n",
                prompt.size() * o.sequences, prompt.size() * o.sequences / prompt_seconds,
                seconds_between(start, first_token_time) * 1e3, generated,
                steps > 1 ? later_tokens / generation_seconds : 0.0, omp_get_max_threads(),
                std::string(isa_name(active_isa())).c_str(), peak_resident_bytes() / 1048576.0,
-               o.sequences > 1 ? fmt::format(", {} sequences", o.sequences).c_str() : "",
+               describe_page_sizes(model.file().mapping()).c_str(), o.sequences > 1 ? fmt::format(", {} sequences", o.sequences).c_str() : "",
                o.prefetch ? fmt::format(", prefetched {:.1f} MiB", model.prefetched_bytes() / 1048576.0).c_str() : "");
   if (parallel) print_rank_memory(*parallel, model);
 }

@@ -13,11 +13,14 @@ case's median and range, and `--baseline DIR` runs a second build's cpullm next 
 against the same roof, the two taking turns going first, and reports the speed ratio of the two
 per repetition: the comparison that holds when absolute figures do not.
 
-On this project's VM, reads of page-cache pages that have been resident for hours stall for
-10-200 ms at a time, now and then, while the roof is measured on fresh memory
-(docs/tuning.md, "Session 8"). `--fresh-copies` decodes from a copy of each model written just
-before its runs and written back to disk at once (deleted after them), so that the engine reads
-pages as fresh as the roof's, and no writeback of the copy runs beside a decode.
+How a model's pages sit in the page cache changes what a decode reads per second: on this
+project's VM, pages resident for hours stall for 10-200 ms at a time, now and then
+(docs/tuning.md, "Session 8"), and a file cached in 4 KiB pages reads slower than one cached
+in 2 MiB folios (docs/kernels.md, "Decode, session 10"). `--fresh-copies` gives every run its own
+copy of the model, written back to disk and dropped from the page cache just before the run
+(deleted after it): the engine then reads it from disk as a server does when it starts, through
+its mapping's huge-page advice, and no writeback of a copy runs beside a decode. The "2M pages"
+column is the share of the model the run had mapped in 2 MiB pages (cpullm generate says it).
 
 Usage: suites/decode_bandwidth.py [--build build] [--models DIR] [--threads 2] [--tokens 64]
        [--isa avx2,avx512] [--cases tinyllama:q8_0,tinyllama:q4_0,llama7b-4l:q8_0,llama7b-4l:q4_0]
@@ -72,10 +75,28 @@ def read_bandwidth(args):
     return json.loads(out)["benchmarks"][0]["bytes_per_second"]
 
 
+def cold_copy(path):
+    """A copy of path written back to disk and dropped from the page cache: read from disk next."""
+    copy = path + ".fresh-copy"
+    shutil.copyfile(path, copy)
+    with open(copy, "rb+") as written:  # written back now: not by the flusher ~30 s later, mid-run
+        os.fsync(written.fileno())
+        os.posix_fadvise(written.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    return copy
+
+
 def decode_speed(args, cpullm, path, isa):
-    proc = run([cpullm, "generate", "-m", path, "-p", "Once upon a time", "-n", str(args.tokens),
-                "--ignore-eos", "-t", str(args.threads), "--isa", isa, "-c", "512"])
-    return float(re.search(r"generated \d+ tokens, ([\d.]+) tokens/s", proc.stderr).group(1))
+    """tokens/s, and the share of the model mapped in 2 MiB pages ("?" where the build does not say)."""
+    model = cold_copy(path) if args.fresh_copies else path
+    try:
+        proc = run([cpullm, "generate", "-m", model, "-p", "Once upon a time", "-n", str(args.tokens),
+                    "--ignore-eos", "-t", str(args.threads), "--isa", isa, "-c", "512"])
+    finally:
+        if args.fresh_copies:
+            os.remove(model)
+    pages = re.search(r"model mapped (\d+)% in 2 MiB pages", proc.stderr)
+    return (float(re.search(r"generated \d+ tokens, ([\d.]+) tokens/s", proc.stderr).group(1)),
+            pages.group(1) + "%" if pages else "?")
 
 
 def spread(values, fmt):
@@ -93,25 +114,19 @@ def main():
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--baseline", help="another build folder whose cpullm runs each case next to this one's, taking turns going first")
     ap.add_argument("--fresh-copies", action="store_true",
-                    help="decode from a copy of each model written just before its runs (fresh page-cache pages)")
+                    help="decode each run from its own copy of the model, dropped from the page cache first (read from disk)")
     args = ap.parse_args()
     args.cpullm = os.path.join(args.build, "cpullm")
     builds = [("", args.cpullm)] + ([("base", os.path.join(args.baseline, "cpullm"))] if args.baseline else [])
     os.makedirs(args.models, exist_ok=True)
     print(f"{'model':<12} {'format':<6} {'isa':<7} {'build':<5} {'MB/token':>9} {'tokens/s':>9} {'GB/s':>7} "
-          f"{'read GB/s':>10} {'of roof':>8}")
+          f"{'read GB/s':>10} {'of roof':>8} {'2M pages':>9}")
     results = {}  # (shape, fmt, isa) -> {"roof": [..], "tps": {build: [..]}, "bytes": n}
     for repetition in range(args.repeat):
         for case in args.cases.split(","):
             shape, fmt = case.split(":")
             path = model_file(args, shape, fmt)
             per_token = weight_bytes_per_token(args, path)
-            if args.fresh_copies:
-                copy = path + ".fresh-copy"
-                shutil.copyfile(path, copy)
-                with open(copy, "rb+") as written:  # written back now: not by the flusher ~30 s later, mid-run
-                    os.fsync(written.fileno())
-                path = copy
             for isa in args.isa.split(","):
                 entry = results.setdefault((shape, fmt, isa), {"roof": [], "tps": {}, "bytes": per_token})
                 roof = read_bandwidth(args)
@@ -119,13 +134,11 @@ def main():
                 # The builds take turns going first (ABBA), so that whatever the first run after a
                 # roof measurement meets does not fall on one build only.
                 for name, cpullm in (builds if repetition % 2 == 0 else builds[::-1]):
-                    tps = decode_speed(args, cpullm, path, isa)
+                    tps, pages = decode_speed(args, cpullm, path, isa)
                     entry["tps"].setdefault(name, []).append(tps)
                     achieved = per_token * tps
                     print(f"{shape:<12} {fmt:<6} {isa:<7} {name:<5} {per_token / 1e6:9.1f} {tps:9.2f} "
-                          f"{achieved / 1e9:7.1f} {roof / 1e9:10.1f} {achieved / roof:8.0%}", flush=True)
-            if args.fresh_copies:
-                os.remove(path)
+                          f"{achieved / 1e9:7.1f} {roof / 1e9:10.1f} {achieved / roof:8.0%} {pages:>9}", flush=True)
     if args.repeat > 1 or args.baseline:
         print(f"\nmedian (range) over {args.repeat} repetitions; of roof: each run against the roof measured "
               "right before it" + ("; ratio: this build's tokens/s over the baseline's, run after run" if args.baseline else ""))

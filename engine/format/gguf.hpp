@@ -74,6 +74,7 @@ class GgufFile {
   uint64_t data_offset() const { return data_offset_; }
   uint64_t file_size() const { return file_->size(); }
   std::span<const std::byte> bytes() const { return file_->bytes(); }  // the whole mapping
+  const MappedFile& mapping() const { return *file_; }
 
   const std::vector<std::pair<std::string_view, GgufValue>>& metadata() const { return metadata_; }
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }

@@ -1,11 +1,14 @@
 #include "engine/format/gguf_writer.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "engine/util/error.hpp"
 
 namespace cpullm {
+
+constexpr std::size_t kWritePiece = std::size_t{4} << 20;  // see GgufWriter::pending_
 
 // Metadata values are appended to metadata_ through these small helpers.
 namespace {
@@ -64,6 +67,8 @@ void append_value(std::vector<std::byte>& out, const GgufValue& value, std::stri
 GgufWriter::GgufWriter(std::string path, uint32_t alignment) : path_(std::move(path)), alignment_(alignment) {
   file_ = std::fopen(path_.c_str(), "wb");
   if (!file_) fail_file(path_, "cannot create: {}", std::strerror(errno));
+  std::setvbuf(file_, nullptr, _IONBF, 0);
+  pending_.reserve(kWritePiece);
   if (alignment_ != kGgufDefaultAlignment) add_u32("general.alignment", alignment_);
 }
 
@@ -72,8 +77,21 @@ GgufWriter::~GgufWriter() {
 }
 
 void GgufWriter::put(const void* data, std::size_t size) {
-  if (std::fwrite(data, 1, size, file_) != size) fail_file(path_, "write failed: {}", std::strerror(errno));
+  const auto* bytes = static_cast<const std::byte*>(data);
   position_ += size;
+  while (size > 0) {
+    const std::size_t n = std::min(size, kWritePiece - pending_.size());
+    pending_.insert(pending_.end(), bytes, bytes + n);
+    bytes += n;
+    size -= n;
+    if (pending_.size() == kWritePiece) flush_pending();
+  }
+}
+
+void GgufWriter::flush_pending() {
+  if (std::fwrite(pending_.data(), 1, pending_.size(), file_) != pending_.size())
+    fail_file(path_, "write failed: {}", std::strerror(errno));
+  pending_.clear();
 }
 
 void GgufWriter::put_string(std::string_view s) {
@@ -189,6 +207,7 @@ void GgufWriter::finish() {
   if (current_tensor_ != tensors_.size())
     fail_file(path_, "tensor '{}' got {} of its {} bytes", tensors_[current_tensor_].name, current_written_,
               tensors_[current_tensor_].bytes);
+  flush_pending();
   if (std::fclose(file_) != 0) {
     file_ = nullptr;
     fail_file(path_, "close failed: {}", std::strerror(errno));

@@ -50,7 +50,8 @@ class GgufWriter {
     uint64_t bytes;
   };
   void write_header();
-  void put(const void* data, std::size_t size);
+  void put(const void* data, std::size_t size);  // through `pending_`
+  void flush_pending();
   void put_string(std::string_view s);
   void put_u32(uint32_t v) { put(&v, 4); }
   void put_u64(uint64_t v) { put(&v, 8); }
@@ -59,7 +60,12 @@ class GgufWriter {
 
   std::string path_;
   uint32_t alignment_;
-  std::FILE* file_ = nullptr;
+  std::FILE* file_ = nullptr;        // unbuffered: `pending_` is the buffer
+  // Bytes not yet written, sent in whole 4 MiB pieces at offsets that are multiples of 4 MiB:
+  // written so, the file enters the page cache in 2 MiB folios, which every process mapping it
+  // then reads with 2 MiB entries (mapped_file.hpp); with stdio's 4 KiB buffer it stayed in
+  // 4 KiB pages.
+  std::vector<std::byte> pending_;
   std::vector<std::byte> metadata_;  // serialized key/value pairs, written with the header
   uint64_t metadata_count_ = 0;
   std::vector<PendingTensor> tensors_;

@@ -6,7 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "engine/util/error.hpp"
 
@@ -29,8 +34,37 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
       fail_file(path, "cannot mmap {} bytes: {}", size_, std::strerror(e));
     }
     data_ = static_cast<const std::byte*>(p);
+    // Advice only: where the kernel has no transparent huge pages it refuses (EINVAL) and the
+    // mapping works as before with 4 KiB pages, which huge_page_bytes() then reports.
+    ::madvise(p, size_, MADV_HUGEPAGE);
   }
   ::close(fd);  // the mapping keeps the file alive
+}
+
+std::optional<std::size_t> MappedFile::huge_page_bytes() const {
+  if (!data_) return 0;
+  std::ifstream smaps("/proc/self/smaps");
+  if (!smaps) return std::nullopt;
+  const auto begin = reinterpret_cast<uintptr_t>(data_), end = begin + size_;
+  std::size_t total = 0;
+  bool inside = false;  // the lines that follow belong to a range of this mapping
+  for (std::string line; std::getline(smaps, line);) {
+    uintptr_t from = 0, to = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &from, &to) == 2 && line.find(':') > line.find(' ')) {
+      inside = from < end && to > begin;  // a range header ("from-to perms ..."), not a "Key: value" line
+      continue;
+    }
+    std::size_t kib = 0;
+    if (inside && std::sscanf(line.c_str(), "FilePmdMapped: %zu kB", &kib) == 1) total += kib * 1024;
+  }
+  return total;
+}
+
+std::string describe_page_sizes(const MappedFile& file) {
+  const std::optional<std::size_t> huge = file.huge_page_bytes();
+  if (!huge) return "model mapping's page sizes unknown (no /proc/self/smaps)";
+  const double share = file.size() ? 100.0 * static_cast<double>(*huge) / static_cast<double>(file.size()) : 0.0;
+  return fmt::format("model mapped {:.0f}% in 2 MiB pages", share);
 }
 
 MappedFile::~MappedFile() {

@@ -2,12 +2,17 @@
 // kind of malformed file is refused with an error that names the file and the problem.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstring>
+#include <fstream>
 #include <functional>
 
 #include "engine/format/gguf.hpp"
 #include "engine/format/gguf_writer.hpp"
 #include "engine/util/error.hpp"
+#include "engine/util/mapped_file.hpp"
 #include "tests/unit/test_support.hpp"
 
 namespace cpullm {
@@ -15,6 +20,7 @@ namespace {
 
 using test::GgufBytes;
 using test::TempDir;
+using test::write_bytes;
 
 TEST(GgmlTypes, SizesFollowGgmlBlockLayouts) {
   struct Expected { uint32_t type; const char* name; int64_t block, bytes; };
@@ -90,6 +96,79 @@ TEST(GgufWriter, RoundTripsMetadataAndTensorsInPlace) {
   // In place: the tensors' data pointers are the mapping itself, offsets apart.
   EXPECT_EQ(b.data - a.data, static_cast<std::ptrdiff_t>(b.offset - a.offset));
   EXPECT_EQ(file.require_tensor("q").bytes, 68u);
+}
+
+// Reads one byte of every 4 KiB page, so that the whole mapping is faulted in.
+std::byte touch_every_page(std::span<const std::byte> bytes) {
+  std::byte seen{};
+  for (std::size_t i = 0; i < bytes.size(); i += 4096) seen |= *static_cast<const volatile std::byte*>(&bytes[i]);
+  return seen;
+}
+
+// What share of a file, mapped and read through, the kernel maps with 2 MiB entries.
+double huge_page_share(const std::string& path) {
+  MappedFile file(path);
+  EXPECT_NE(touch_every_page(file.bytes()), std::byte{0});  // every test file here holds no zero bytes
+  const std::optional<std::size_t> huge = file.huge_page_bytes();
+  return huge ? static_cast<double>(*huge) / static_cast<double>(file.size()) : -1.0;
+}
+
+constexpr std::size_t kLargeFile = std::size_t{24} << 20;
+
+// The writer sends whole 4 MiB pieces, so a model it writes is cached in 2 MiB folios and mapped
+// with 2 MiB entries, where the kernel and file system do that for large writes at all: the
+// control, the same bytes written 4 MiB at a time with write(2), says whether they do here.
+TEST(GgufWriter, WritesFilesTheKernelMapsWithHugePages) {
+  TempDir dir;
+  const std::vector<std::byte> data(kLargeFile, std::byte{3});
+  const std::string control = dir.file("control.bin");
+  {
+    const int fd = ::open(control.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ASSERT_GE(fd, 0);
+    for (std::size_t done = 0; done < data.size(); done += std::size_t{4} << 20)
+      ASSERT_EQ(::write(fd, data.data() + done, std::size_t{4} << 20), ssize_t{4} << 20);
+    ::close(fd);
+  }
+  const double control_share = huge_page_share(control);
+  if (control_share < 0) GTEST_SKIP() << "no /proc/self/smaps here";
+  if (control_share < 0.5)
+    GTEST_SKIP() << "this kernel caches a file written in 4 MiB pieces in small folios (" << control_share * 100
+                 << "% mapped in 2 MiB pages): nothing for the writer to gain";
+  const std::string path = dir.file("large.gguf");
+  {
+    GgufWriter writer(path);
+    writer.add_tensor("w", GgmlType::F32, {static_cast<int64_t>(kLargeFile / 4)});
+    for (std::size_t done = 0; done < data.size(); done += 1 << 20)  // the quantizer's pieces are about this size
+      writer.write_data({data.data() + done, std::size_t{1} << 20});
+    writer.finish();
+  }
+  EXPECT_GE(huge_page_share(path), 0.75) << "the control reached " << control_share;
+  EXPECT_EQ(GgufFile(path).require_tensor("w").data[kLargeFile - 1], std::byte{3});
+}
+
+// A model read from disk (not in the page cache) through cpullm's mapping, whose huge-page
+// advice makes the kernel read it in 2 MiB folios: the way a server's first load reads it.
+TEST(MappedFile, ReadsAFileFromDiskInHugePages) {
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  std::getline(thp, modes);
+  if (modes.empty() || modes.find("[never]") != std::string::npos)
+    GTEST_SKIP() << "transparent huge pages are off here (" << (modes.empty() ? "unknown" : modes) << ")";
+  TempDir dir;
+  const std::string path = dir.file("cold.bin");
+  write_bytes(path, std::vector<std::byte>(kLargeFile, std::byte{5}));
+  {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::fdatasync(fd), 0);  // clean pages, which the advice below may drop
+    ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    ::close(fd);
+  }
+  const double share = huge_page_share(path);
+  if (share < 0) GTEST_SKIP() << "no /proc/self/smaps here";
+  EXPECT_GE(share, 0.75);
+  write_bytes(dir.file("empty.bin"), {});
+  EXPECT_EQ(MappedFile(dir.file("empty.bin")).huge_page_bytes(), std::size_t{0});  // nothing mapped
 }
 
 TEST(GgufWriter, RefusesShortOrLongData) {
