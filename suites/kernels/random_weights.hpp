@@ -42,22 +42,21 @@ inline Weights random_weights(GgmlType type, int64_t rows, int64_t cols) {
 }
 
 // `copies` copies of `block` end to end in a temporary file (under TMPDIR), mapped as the engine
-// maps a GGUF file (engine/util/mapped_file: read-only, shared), the file unlinked at once so that
-// only the mapping keeps it: page-cache pages, what a decode step streams its weights from.
-// Written 4 KiB at a time, so that the page cache holds it in 4 KiB folios and the mapping's page
-// table entries are 4 KiB ones, as for cpullm's models on this project's VM (Linux 6.18, ext4:
-// FilePmdMapped 0-4 MiB of their 200-600 MiB in /proc/PID/smaps); written in large pieces, the
-// file was cached in 2 MiB folios and mapped whole with 2 MiB entries.
+// maps a GGUF file (engine/util/mapped_file: read-only, shared, huge pages advised), the file
+// unlinked at once so that only the mapping keeps it: page-cache pages, what a decode step streams
+// its weights from. Written in 4 MiB pieces at 4 MiB offsets, as GgufWriter writes cpullm's models,
+// so that the page cache holds it in 2 MiB folios mapped with 2 MiB entries, as it holds those
+// models (written 4 KiB at a time, as before session 10, it stayed in 4 KiB pages, which this VM
+// reads up to 23% slower in its fast state: docs/kernels.md, "Decode, session 10").
 inline std::unique_ptr<MappedFile> file_mapping(std::span<const std::byte> block, int64_t copies) {
   const std::string path = (std::filesystem::temp_directory_path() / "cpullm-bench-weights-XXXXXX").string();
   std::vector<char> name(path.begin(), path.end());
   name.push_back('\0');
   const int fd = mkstemp(name.data());
   if (fd < 0) throw std::runtime_error(path + ": cannot create: " + std::strerror(errno));
-  constexpr std::size_t kPage = 4096;
-  for (int64_t c = 0; c < copies; ++c)
-    for (std::size_t done = 0; done < block.size();) {
-      const ssize_t n = ::write(fd, block.data() + done, std::min(kPage, block.size() - done));
+  const auto write_all = [&](const std::byte* data, std::size_t size) {
+    for (std::size_t done = 0; done < size;) {
+      const ssize_t n = ::write(fd, data + done, size - done);
       if (n <= 0) {
         const std::string why = std::strerror(errno);
         ::close(fd);
@@ -66,6 +65,21 @@ inline std::unique_ptr<MappedFile> file_mapping(std::span<const std::byte> block
       }
       done += static_cast<std::size_t>(n);
     }
+  };
+  constexpr std::size_t kPiece = std::size_t{4} << 20;
+  std::vector<std::byte> piece;
+  piece.reserve(kPiece);
+  for (int64_t c = 0; c < copies; ++c)
+    for (std::size_t done = 0; done < block.size();) {
+      const std::size_t n = std::min(kPiece - piece.size(), block.size() - done);
+      piece.insert(piece.end(), block.begin() + static_cast<std::ptrdiff_t>(done), block.begin() + static_cast<std::ptrdiff_t>(done + n));
+      done += n;
+      if (piece.size() == kPiece) {
+        write_all(piece.data(), piece.size());
+        piece.clear();
+      }
+    }
+  write_all(piece.data(), piece.size());
   ::close(fd);
   auto mapping = std::make_unique<MappedFile>(name.data());
   ::unlink(name.data());
