@@ -116,7 +116,6 @@ struct PreparedTask {
 // claims cost well under 1% and a thread waits at most that long for the last chunk.
 constexpr int64_t kStealChunkBytes = 64 * 1024;
 
-
 }  // namespace
 
 bool uses_q8_0_activations(GgmlType type) {
