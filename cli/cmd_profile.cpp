@@ -17,6 +17,7 @@
 #include "engine/instrument/op_costs.hpp"
 #include "engine/instrument/regions.hpp"
 #include "engine/instrument/roofs.hpp"
+#include "engine/util/mapped_file.hpp"
 #include "engine/kernels/isa.hpp"
 #include "engine/model/model.hpp"
 #include "engine/runtime/hardware_profile.hpp"
@@ -298,6 +299,10 @@ void run_profile(const ProfileOptions& o) {
   enable_regions(false);
   close_likwid_markers();
 
+  // The roof reads fresh anonymous memory; a model cached in 4 KiB pages reads slower than one in
+  // 2 MiB pages on some hosts (docs/kernels.md, "Decode, session 10"), so say which it was.
+  const MappedFile& mapping = model.file().mapping();
+  const std::optional<std::size_t> huge_bytes = mapping.huge_page_bytes();
   const std::string counter_text = counters ? counters->describe() : "off (--no-counters)";
   const std::string energy_text = energy.available() ? fmt::format("RAPL, {} domains", energy.domains().size())
                                                      : energy.reason();
@@ -316,6 +321,7 @@ void run_profile(const ProfileOptions& o) {
          {{"memory_bytes_per_s", roofs.bytes_per_s}, {"memory_source", roofs.memory_source},
           {"flops_per_s", roofs.flops_per_s}, {"compute_source", roofs.compute_source}, {"ridge", roofs.ridge()}}},
         {"gemm_blocking", blocking},
+        {"pages", {{"model_bytes", mapping.size()}, {"huge_page_bytes", huge_bytes ? nlohmann::json(*huge_bytes) : nlohmann::json()}}},
         {"counters",
          {{"available", counters ? counters->names() : std::vector<std::string>{}},
           {"unavailable", unavailable},
@@ -332,6 +338,7 @@ void run_profile(const ProfileOptions& o) {
               roofs.bytes_per_s * 1e-9, roofs.memory_source.c_str(), roofs.flops_per_s * 1e-9,
               roofs.compute_source.c_str(), roofs.ridge());
   std::printf("%s\n", blocking.c_str());
+  std::printf("pages: %s\n", describe_page_sizes(mapping).c_str());
   std::printf("counters: %s\n%s\nenergy: %s\n", counter_text.c_str(), likwid.c_str(), energy_text.c_str());
   for (const Phase& phase : phases) print_phase(phase, roofs);
 }

@@ -160,10 +160,23 @@ def energy_measured_or_unavailable(ctx):
 
 
 @check
+def page_sizes_reported(ctx):
+    """How much of the model the run had in 2 MiB pages: a share of the file, or null where unknown."""
+    pages = default_run(ctx)["pages"]
+    assert pages["model_bytes"] == os.path.getsize(ctx.model), pages
+    huge = pages["huge_page_bytes"]
+    if huge is None:
+        assert not os.path.exists("/proc/self/smaps"), pages
+        return "unknown: no /proc/self/smaps"
+    assert 0 <= huge <= pages["model_bytes"] and huge % (2 << 20) == 0, pages
+    return f"{huge / pages['model_bytes']:.0%} of the model in 2 MiB pages"
+
+
+@check
 def text_table(ctx):
     out = run([ctx.cpullm, "profile", "-m", ctx.model, "-p", "8", "-n", "4", "-t", "2"]).stdout
     for fragment in ["roofs: memory", "GB/s (measured: read of 256 MiB", "compute", "ridge", "counters:", "likwid:",
-                     "energy:", "prefill: 8 tokens", "decode: 4 tokens", "region", "q_proj", "lm_head", "sampling",
+                     "energy:", "pages: model mapped ", "% in 2 MiB pages", "prefill: 8 tokens", "decode: 4 tokens", "region", "q_proj", "lm_head", "sampling",
                      "(outside)"]:
         assert fragment in out, f"{fragment!r} not in:\n{out}"
 
