@@ -17,12 +17,12 @@
 #include "engine/instrument/op_costs.hpp"
 #include "engine/instrument/regions.hpp"
 #include "engine/instrument/roofs.hpp"
-#include "engine/util/mapped_file.hpp"
 #include "engine/kernels/isa.hpp"
 #include "engine/model/model.hpp"
 #include "engine/runtime/hardware_profile.hpp"
 #include "engine/sampling/sampler.hpp"
 #include "engine/util/error.hpp"
+#include "engine/util/mapped_file.hpp"
 
 namespace cpullm::cli {
 namespace {
@@ -302,7 +302,6 @@ void run_profile(const ProfileOptions& o) {
   // The roof reads fresh anonymous memory; a model cached in 4 KiB pages reads slower than one in
   // 2 MiB pages on some hosts (docs/kernels.md, "Decode, session 10"), so say which it was.
   const MappedFile& mapping = model.file().mapping();
-  const std::optional<std::size_t> huge_bytes = mapping.huge_page_bytes();
   const std::string counter_text = counters ? counters->describe() : "off (--no-counters)";
   const std::string energy_text = energy.available() ? fmt::format("RAPL, {} domains", energy.domains().size())
                                                      : energy.reason();
@@ -312,6 +311,7 @@ void run_profile(const ProfileOptions& o) {
     nlohmann::json unavailable = nlohmann::json::array();
     if (counters)
       for (const UnavailableCounter& u : counters->unavailable()) unavailable.push_back({{"name", u.name}, {"reason", u.reason}});
+    const std::optional<std::size_t> huge_bytes = mapping.huge_page_bytes();
     const nlohmann::json out = {
         {"model", o.model_path},
         {"threads", omp_get_max_threads()},

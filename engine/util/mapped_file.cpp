@@ -50,8 +50,8 @@ std::optional<std::size_t> MappedFile::huge_page_bytes() const {
   bool inside = false;  // the lines that follow belong to a range of this mapping
   for (std::string line; std::getline(smaps, line);) {
     uintptr_t from = 0, to = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx ", &from, &to) == 2 && line.find(':') > line.find(' ')) {
-      inside = from < end && to > begin;  // a range header ("from-to perms ..."), not a "Key: value" line
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &from, &to) == 2) {  // a range header, "from-to perms ..."
+      inside = from < end && to > begin;
       continue;
     }
     std::size_t kib = 0;
