@@ -77,14 +77,15 @@ inline __m256i block_products(__m256i w, __m256i magnitudes, __m256i a) {
   return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
-// Q4_0 blocks b .. b + 7, in nibble order. Each pair of blocks (2p, 2p + 1) is one register of
-// nibbles, loaded and unpacked once for every token: one AND takes the low nibbles, a shift and
-// an AND the high ones. Per token, each meets its 32 activations in one maddubs (the nibbles go
-// in unsigned, as stored), the two int16 products add (at most 4 * 15 * 127 per pair) and madd
-// leaves lanes 0-3 with block 2p's partial sums, 4-7 with block 2p + 1's. In-lane unpacks and
-// adds then reduce the four pairs to one exact int32 sum per block, so the zero point's offsets, the
-// scales, the conversion and the FMA run once per 8 blocks and token instead of once per pair
-// (per pair and token 6 vector instructions instead of 10; docs/kernels.md, "Decode, session 9").
+// Q4_0 blocks b .. b + 7 (b a multiple of 8), in nibble order. Each pair of blocks (2p, 2p + 1) is
+// one register of nibbles, loaded and unpacked once for every token: one AND takes the low
+// nibbles, a shift and an AND the high ones. Per token, each meets its 32 activations in one
+// maddubs (the nibbles go in unsigned, as stored), the two int16 products add (at most
+// 4 * 15 * 127 per pair) and madd leaves lanes 0-3 with block 2p's partial sums, 4-7 with block
+// 2p + 1's. In-lane unpacks and adds then reduce the four pairs to one exact int32 sum per block,
+// in reduction order (dot.hpp), so the zero point's offsets, the scales, the conversion and the FMA
+// run once per 8 blocks and token instead of once per pair (per pair and token 6 vector
+// instructions instead of 10; docs/kernels.md, "Decode, session 9").
 template <int T>
 inline void q4_0_eight_blocks(const BlockQ4_0* blocks, const QuantizedActivations* const* a, int64_t b, __m256 (&acc)[T]) {
   const __m256i mask = _mm256_set1_epi8(0x0f);
@@ -96,34 +97,32 @@ inline void q4_0_eight_blocks(const BlockQ4_0* blocks, const QuantizedActivation
     low[p] = _mm256_and_si256(nibbles, mask);
     high[p] = _mm256_and_si256(_mm256_srli_epi16(nibbles, 4), mask);
   }
-  // The eight FP16 weight scales in block order. A 32-byte load at block 2p holds block 2p's
+  // The eight FP16 weight scales in reduction order. A 32-byte load at block 2p holds block 2p's
   // scale in word 0 and block 2p + 1's in word 9 (the upper lane's word 1); two word and one
   // dword interleave gather them as words 0-3 (blocks 0, 2, 4, 6) and 12-15 (1, 3, 5, 7).
   const auto head = [&](int p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks + 2 * p)); };
   const __m256i interleaved = _mm256_unpacklo_epi32(_mm256_unpacklo_epi16(head(0), head(1)),
                                                     _mm256_unpacklo_epi16(head(2), head(3)));
-  const __m128i even_odd = _mm256_castsi256_si128(_mm256_permute4x64_epi64(interleaved, 0b1100));
-  const __m256 weight_scales = _mm256_cvtph_ps(_mm_unpacklo_epi16(even_odd, _mm_srli_si128(even_odd, 8)));
+  const __m256 weight_scales = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(interleaved, 0b1100)));
   // In-lane unpacks reduce each 128-bit lane's four sums per pair to one (x0 + x2, y0 + y2,
   // x1 + x3, y1 + y3, then the two halves): 7 instructions where three hadds took 9 µops.
   const auto pair_up = [](__m256i x, __m256i y) { return _mm256_add_epi32(_mm256_unpacklo_epi32(x, y), _mm256_unpackhi_epi32(x, y)); };
   const auto quad_up = [](__m256i x, __m256i y) { return _mm256_add_epi32(_mm256_unpacklo_epi64(x, y), _mm256_unpackhi_epi64(x, y)); };
-  const __m256i block_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // the reduction leaves blocks 0 2 4 6 | 1 3 5 7
+  const int64_t half = b % 16 / 8;  // which half of its 16-block step of nibble order this is
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
-    const int8_t* acts = a[t]->nibble_order + b * kQuantBlock;  // two groups of 4 blocks, 128 bytes each
+    const int8_t* acts = a[t]->nibble_order + (b - 8 * half) * kQuantBlock + half * kQuantBlock;
     __m256i pair_sums[4];
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
-      const int8_t* low_acts = acts + p / 2 * 4 * kQuantBlock + p % 2 * kQuantBlock;
+      const int8_t* low_acts = acts + p * 4 * kQuantBlock;  // pair p's first halves; their second halves 64 bytes on
       const __m256i products = _mm256_add_epi16(_mm256_maddubs_epi16(low[p], load32_i8(low_acts)),
                                                 _mm256_maddubs_epi16(high[p], load32_i8(low_acts + 2 * kQuantBlock)));
       pair_sums[p] = _mm256_madd_epi16(products, _mm256_set1_epi16(1));
     }
     const __m256i reduced = quad_up(pair_up(pair_sums[0], pair_sums[1]), pair_up(pair_sums[2], pair_sums[3]));
-    const __m256i sums = _mm256_add_epi32(_mm256_permutevar8x32_epi32(reduced, block_order),
-                                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t]->offsets + b)));
-    const __m256 scales = _mm256_mul_ps(weight_scales, _mm256_loadu_ps(a[t]->scales + b));
+    const __m256i sums = _mm256_add_epi32(reduced, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t]->offsets + b)));
+    const __m256 scales = _mm256_mul_ps(weight_scales, _mm256_loadu_ps(a[t]->nibble_scales + b));
     acc[t] = _mm256_fmadd_ps(scales, _mm256_cvtepi32_ps(sums), acc[t]);
   }
 }

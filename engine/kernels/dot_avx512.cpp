@@ -111,13 +111,14 @@ inline void natural_pair(const Row& w, int64_t b, bool pair, const QuantizedActi
   }
 }
 
-// Q4_0, 16 blocks per step: four groups of four in nibble order. A group's four 16-byte loads
-// fill a register; an AND gives the low nibbles of its four blocks and a shift and an AND the
-// high ones, once for every token. Per token each group meets its 64 + 64 activations in two
-// vpdpbusd (the nibbles go in unsigned, as stored), leaving block 4g + k's partial sums in lanes
-// 4k..4k+3; two rounds of pairing even with odd lanes (vpermt2d) reduce the four registers to one
-// exact int32 sum per block, in block order, so the zero point's offsets, the scales, the
-// conversion and the FMA run once per 16 blocks and token instead of once per group. A step of
+// Q4_0, 16 blocks per step: four groups of four in nibble order (dot.hpp), group g of blocks 2g,
+// 2g + 1, 8 + 2g and 9 + 2g. A group's four 16-byte loads fill a register; an AND gives the low
+// nibbles of its four blocks and a shift and an AND the high ones, once for every token. Per
+// token each group meets its 64 + 64 activations in two vpdpbusd (the nibbles go in unsigned, as
+// stored), leaving the group's k-th block's partial sums in lanes 4k..4k+3; in-lane unpacks reduce
+// the four registers to one exact int32 sum per block, in reduction order, so the zero point's
+// offsets, the scales, the conversion and the FMA run once per 16 blocks and token instead of
+// once per group. A step of
 // `count` < 16 blocks (the row's end) reads only those; the rest are zero.
 template <int T>
 inline void q4_0_sixteen_blocks(const BlockQ4_0* blocks, int64_t count, const QuantizedActivations* const* a, int64_t b,
@@ -129,30 +130,30 @@ inline void q4_0_sixteen_blocks(const BlockQ4_0* blocks, int64_t count, const Qu
   __m512i low[4], high[4];
 #pragma GCC unroll 4
   for (int g = 0; g < 4; ++g) {
-    __m512i group = _mm512_castsi128_si512(nibbles(4 * g));
-    group = _mm512_inserti32x4(group, nibbles(4 * g + 1), 1);
-    group = _mm512_inserti32x4(group, nibbles(4 * g + 2), 2);
-    group = _mm512_inserti32x4(group, nibbles(4 * g + 3), 3);
+    __m512i group = _mm512_castsi128_si512(nibbles(2 * g));
+    group = _mm512_inserti32x4(group, nibbles(2 * g + 1), 1);
+    group = _mm512_inserti32x4(group, nibbles(8 + 2 * g), 2);
+    group = _mm512_inserti32x4(group, nibbles(9 + 2 * g), 3);
     low[g] = _mm512_and_si512(group, mask);
     high[g] = _mm512_and_si512(_mm512_srli_epi16(group, 4), mask);
   }
-  // The 16 FP16 weight scales in block order: words 0, 9, 18 and 27 of each group's first 64
-  // bytes (only the bytes of the step's blocks), two groups' worth per word permute.
+  // The 16 FP16 weight scales in reduction order: block k's is word 9k of the step (block 4q + r's
+  // word 9r of the 64 bytes at block 4q, of which only the step's blocks are read); one word
+  // permute picks blocks 0 2 4 6 1 3 5 7 from the first 128 bytes, one 8 .. 15 from the next.
   const auto head = [&](int g) {
     const int64_t bytes = count * static_cast<int64_t>(sizeof(BlockQ4_0)) - 4 * g * static_cast<int64_t>(sizeof(BlockQ4_0));
     const __mmask64 valid = bytes >= 64 ? ~__mmask64{0} : bytes <= 0 ? __mmask64{0} : (__mmask64{1} << bytes) - 1;
     return _mm512_maskz_loadu_epi8(valid, blocks + 4 * g);
   };
   const __m512i pick = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,  //
-                                        0, 0, 0, 0, 0, 0, 0, 0, 59, 50, 41, 32, 27, 18, 9, 0);
+                                        0, 0, 0, 0, 0, 0, 0, 0, 59, 41, 27, 9, 50, 32, 18, 0);
   const __m512i first = _mm512_permutex2var_epi16(head(0), pick, head(1)), second = _mm512_permutex2var_epi16(head(2), pick, head(3));
   const __m512 weight_scales = _mm512_cvtph_ps(
       _mm256_inserti128_si256(_mm512_castsi512_si256(first), _mm512_castsi512_si128(second), 1));
   // In-lane unpacks reduce each 128-bit lane k's four sums per group to one: lane k of the
-  // result holds blocks k, 4 + k, 8 + k and 12 + k; one dword permute puts them in block order.
+  // result holds group 0..3's k-th blocks, which is reduction order.
   const auto pair_up = [](__m512i x, __m512i y) { return _mm512_add_epi32(_mm512_unpacklo_epi32(x, y), _mm512_unpackhi_epi32(x, y)); };
   const auto quad_up = [](__m512i x, __m512i y) { return _mm512_add_epi32(_mm512_unpacklo_epi64(x, y), _mm512_unpackhi_epi64(x, y)); };
-  const __m512i block_order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
     const int8_t* acts = a[t]->nibble_order + b * kQuantBlock;
@@ -164,8 +165,8 @@ inline void q4_0_sixteen_blocks(const BlockQ4_0* blocks, int64_t count, const Qu
                                           high[g], _mm512_loadu_si512(group_acts + 2 * kQuantBlock));
     }
     const __m512i reduced = quad_up(pair_up(group_sums[0], group_sums[1]), pair_up(group_sums[2], group_sums[3]));
-    const __m512i sums = _mm512_add_epi32(_mm512_permutexvar_epi32(block_order, reduced), _mm512_loadu_si512(a[t]->offsets + b));
-    const __m512 scales = _mm512_mul_ps(weight_scales, _mm512_loadu_ps(a[t]->scales + b));
+    const __m512i sums = _mm512_add_epi32(reduced, _mm512_loadu_si512(a[t]->offsets + b));
+    const __m512 scales = _mm512_mul_ps(weight_scales, _mm512_loadu_ps(a[t]->nibble_scales + b));
     acc[t] = _mm512_fmadd_ps(scales, _mm512_cvtepi32_ps(sums), acc[t]);
   }
 }

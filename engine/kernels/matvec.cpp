@@ -33,7 +33,6 @@ struct ActivationArena {
 // calling thread's arena number `slot` (one per token of a call): done once per input vector,
 // however many rows and matrices read it.
 const QuantizedActivations& quantize_activations(const float* x, int64_t cols, int64_t slot = 0) {
-  constexpr int64_t kGroup = 4;    // blocks per nibble-order group
   constexpr int64_t kPadding = 16;  // the Q4_0 kernels read 8 (AVX2) or 16 (AVX-512) blocks at a time
   const int64_t blocks = cols / kQuantBlock, padded = (blocks + kPadding - 1) / kPadding * kPadding;
   thread_local std::array<ActivationArena, kRowStreamTokens> arenas;  // fixed: views of earlier slots stay valid
@@ -46,7 +45,7 @@ const QuantizedActivations& quantize_activations(const float* x, int64_t cols, i
   // The arrays, each starting on a 64-byte boundary of one per-thread arena: the kernels' 64-byte
   // loads then never straddle two cache lines.
   constexpr int64_t kLine = 64;
-  const int64_t bytes_per_block[] = {kQuantBlock, kQuantBlock, kQuantBlock, 4, 4};
+  const int64_t bytes_per_block[] = {kQuantBlock, kQuantBlock, kQuantBlock, 4, 4, 4};
   int64_t total = kLine;
   for (int64_t bytes : bytes_per_block) total += (padded * bytes + kLine - 1) / kLine * kLine;
   arena.resize(static_cast<std::size_t>(total));
@@ -60,8 +59,8 @@ const QuantizedActivations& quantize_activations(const float* x, int64_t cols, i
   auto* values_biased = reinterpret_cast<uint8_t*>(carve(kQuantBlock));
   auto* nibble_order = reinterpret_cast<int8_t*>(carve(kQuantBlock));
   auto* scales = reinterpret_cast<float*>(carve(4));
+  auto* nibble_scales = reinterpret_cast<float*>(carve(4));
   auto* offsets = reinterpret_cast<int32_t*>(carve(4));
-  constexpr int64_t kHalf = kQuantBlock / 2;
   const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1), bias = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < padded; ++b) {
     const bool real = b < blocks;  // the padding blocks are zeros with zero scales
@@ -69,16 +68,16 @@ const QuantizedActivations& quantize_activations(const float* x, int64_t cols, i
     const float scale = real ? fp16_to_fp32(quantized[b].scale) : 0.0f;
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(&values[b * kQuantBlock]), q);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(&values_biased[b * kQuantBlock]), _mm256_xor_si256(q, bias));
-    int8_t* group = &nibble_order[b / kGroup * kGroup * kQuantBlock + b % kGroup * kHalf];
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(group), _mm256_castsi256_si128(q));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(group + kGroup * kHalf), _mm256_extracti128_si256(q, 1));
+    int8_t* first_half = &nibble_order[nibble_order_first_half(b)];
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(first_half), _mm256_castsi256_si128(q));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(first_half + 2 * kQuantBlock), _mm256_extracti128_si256(q, 1));
     const __m256i quads = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);  // 8 sums of 4 values
     __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1));
     sum = _mm_hadd_epi32(sum, sum);
-    offsets[b] = -8 * _mm_cvtsi128_si32(_mm_hadd_epi32(sum, sum));
-    scales[b] = scale;
+    offsets[reduction_order_index(b)] = -8 * _mm_cvtsi128_si32(_mm_hadd_epi32(sum, sum));
+    scales[b] = nibble_scales[reduction_order_index(b)] = scale;
   }
-  view = {values, values_biased, nibble_order, scales, offsets};
+  view = {values, values_biased, nibble_order, scales, nibble_scales, offsets};
   return view;
 }
 
