@@ -203,6 +203,7 @@ PointMeasurement run_point(const BenchPoint& point, PointRequest& request) {
   }
   m.model = describe_model(model->file());  // -r >= 1: the model is loaded by now
   m.peak_rss_bytes = peak_resident_bytes();
+  m.huge_page_bytes = model->file().mapping().huge_page_bytes();
   if (request.profile) m.profile = profile_repetition(*model, point, request);
   return m;
 }

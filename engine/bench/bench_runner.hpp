@@ -67,6 +67,8 @@ struct PointMeasurement {
                                    //   (under --cold: model load included, page cache dropped first)
   std::vector<double> itl_ms;      // (repetitions x later tokens) each decode step after the first token
   uint64_t peak_rss_bytes = 0;     // VmHWM over the timed repetitions (process-wide where it cannot be reset)
+  std::optional<uint64_t> huge_page_bytes;  // of the model's file mapping, in 2 MiB pages after the last
+                                            //   repetition (none where /proc/self/smaps cannot be read)
   std::vector<double> energy_j;    // (repetitions) package + DRAM joules of each (RAPL); empty without it
   std::string energy_unavailable;  // why energy_j is empty: "unavailable here: ..."; empty when measured
   std::optional<PointProfile> profile;  // when requested

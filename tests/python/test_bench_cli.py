@@ -29,7 +29,8 @@ LLAMA_BENCH_FIELDS = ["build_commit", "cpu_info", "backends", "model_filename", 
                       "model_n_params", "n_batch", "n_threads", "type_k", "type_v", "n_prompt", "n_gen", "test_time",
                       "avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "samples_ns", "samples_ts"]
 CPULLM_FIELDS = ["format", "isa", "attn_tile", "binding", "cpuset", "placement", "kv_type", "n_seq", "prefetch",
-                 "ttft_ms", "tpot_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "peak_rss_bytes", "energy_j"]
+                 "ttft_ms", "tpot_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "peak_rss_bytes", "energy_j",
+                 "model_huge_page_bytes"]
 
 
 def bench(ctx, *args, expect_ok=True):
@@ -55,6 +56,7 @@ def json_has_llama_bench_fields_and_every_test(ctx):
         assert len(r["samples_ns"]) == 2 and len(r["samples_ts"]) == 2 and r["avg_ts"] > 0
         assert r["model_filename"] == ctx.tiny and r["format"] == "f32" and r["n_threads"] == 1
         assert r["peak_rss_bytes"] > 0 and r["ttft_ms"] > 0
+        assert r["model_huge_page_bytes"] is None or 0 <= r["model_huge_page_bytes"] <= os.path.getsize(ctx.tiny), r
     pp, tg = records[0], records[2]
     assert pp["test"] == "pp8" and pp["tpot_ms"] is None, pp  # no generated tokens, no time per token
     assert tg["test"] == "tg4" and tg["itl_p50_ms"] <= tg["itl_p99_ms"], tg
@@ -230,6 +232,7 @@ def db_stores_every_region_from_an_extra_instrumented_repetition(ctx):
     assert sum(r["seconds"] for r in regions.values()) <= metrics["profile_seconds"]
     assert metrics["roof_memory_bytes_per_s"] > 0 and metrics["roof_flops_per_s"] > 0, metrics
     assert metrics["roof_memory_source"].startswith("measured by cpullm bench"), metrics
+    assert metrics["model_huge_page_bytes"] == printed["model_huge_page_bytes"], (metrics, printed)  # page sizes kept
     note = (f"{len(regions)} regions; samples {[round(ns / 1e6, 1) for ns in samples]} ms, "
             f"instrumented {metrics['profile_seconds'] * 1e3:.1f} ms")
     # --no-regions: the point alone, as before the profile existed.
