@@ -3,8 +3,9 @@
 
 Decoding one token reads every weight matrix once (and one embedding row), so
 tokens/s x weight bytes per token is the bandwidth decode achieves; the issue's target is
-at least 85% of the read bandwidth that bench_kernels' memory_read measures with the same
-thread count, right before. For each model: generate (or reuse) a synthetic model at a real
+at least 85% of the read bandwidth measured with the same thread count right before: the faster
+of bench_kernels' memory_read (memory in whatever pages the system gives) and memory_read_huge
+(2 MiB pages), as either may be the machine's best. For each model: generate (or reuse) a synthetic model at a real
 shape, quantize it, run `cpullm generate --ignore-eos`, and print one line per case.
 
 On a shared host the roof and the decode speed both move from one second to the next, so
@@ -71,8 +72,8 @@ def weight_bytes_per_token(args, path):
 
 def read_bandwidth(args):
     out = run([os.path.join(args.build, "suites", "kernels", "bench_kernels"),
-               f"--benchmark_filter=memory_read/{args.threads}/", "--benchmark_format=json"]).stdout
-    return json.loads(out)["benchmarks"][0]["bytes_per_second"]
+               f"--benchmark_filter=^memory_read(_huge)?/{args.threads}/", "--benchmark_format=json"]).stdout
+    return max(b["bytes_per_second"] for b in json.loads(out)["benchmarks"])
 
 
 def cold_copy(path):

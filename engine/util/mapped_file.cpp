@@ -41,13 +41,12 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   ::close(fd);  // the mapping keeps the file alive
 }
 
-std::optional<std::size_t> MappedFile::huge_page_bytes() const {
-  if (!data_) return 0;
+std::optional<std::size_t> huge_page_bytes(const void* data, std::size_t size) {
   std::ifstream smaps("/proc/self/smaps");
   if (!smaps) return std::nullopt;
-  const auto begin = reinterpret_cast<uintptr_t>(data_), end = begin + size_;
+  const auto begin = reinterpret_cast<uintptr_t>(data), end = begin + size;
   std::size_t total = 0;
-  bool inside = false;  // the lines that follow belong to a range of this mapping
+  bool inside = false;  // the lines that follow belong to a range overlapping [begin, end)
   for (std::string line; std::getline(smaps, line);) {
     uintptr_t from = 0, to = 0;
     if (std::sscanf(line.c_str(), "%lx-%lx ", &from, &to) == 2) {  // a range header, "from-to perms ..."
@@ -55,9 +54,16 @@ std::optional<std::size_t> MappedFile::huge_page_bytes() const {
       continue;
     }
     std::size_t kib = 0;
-    if (inside && std::sscanf(line.c_str(), "FilePmdMapped: %zu kB", &kib) == 1) total += kib * 1024;
+    if (inside && (std::sscanf(line.c_str(), "FilePmdMapped: %zu kB", &kib) == 1 ||
+                   std::sscanf(line.c_str(), "AnonHugePages: %zu kB", &kib) == 1))
+      total += kib * 1024;
   }
   return total;
+}
+
+std::optional<std::size_t> MappedFile::huge_page_bytes() const {
+  if (!data_) return 0;
+  return cpullm::huge_page_bytes(data_, size_);
 }
 
 std::string describe_page_sizes(const MappedFile& file) {

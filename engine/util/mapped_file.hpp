@@ -36,6 +36,11 @@ class MappedFile {
   std::size_t size_ = 0;
 };
 
+// Bytes of [data, data + size) now mapped with 2 MiB entries, file-backed or anonymous
+// (FilePmdMapped and AnonHugePages of the ranges of /proc/self/smaps it overlaps); nullopt where
+// smaps cannot be read.
+std::optional<std::size_t> huge_page_bytes(const void* data, std::size_t size);
+
 // "model mapped 97% in 2 MiB pages", for run summaries; says so where it cannot be known.
 std::string describe_page_sizes(const MappedFile& file);
 
