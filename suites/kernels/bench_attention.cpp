@@ -1,6 +1,7 @@
 // Prefill attention per tile size: 512 queries (a prompt chunk) at the end of a 512- and a
 // 2048-position context, LLaMA-7B's head layout (32 heads of 128), against the plain kernel run
-// query by query. FLOP/s counts 4 * head_dim per (query, visible key, head): q.k and p.v.
+// query by query; and decode's one query (attention_decode). FLOP/s counts 4 * head_dim per
+// (query, visible key, head): q.k and p.v.
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -79,5 +80,43 @@ void Cases(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_Attention)->Name("attention")->Apply(Cases)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// One decode step's attention, one query at the end of `positions` cached ones, as each layer of
+// a decode step runs it. Arguments: positions, KV heads (32 heads of 128: 32 is LLaMA-7B; 32 heads
+// of 64 with 4 KV heads is TinyLlama's grouped-query layout), the cache's type.
+void BM_AttentionDecode(benchmark::State& state) {
+  const int64_t positions = state.range(0), kv_heads = state.range(1);
+  const auto kv_type = static_cast<cpullm::GgmlType>(state.range(2));
+  const AttentionShape shape{32, kv_heads, kv_heads == 32 ? 128 : 64};
+  const int64_t dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
+  const int64_t row_size = cpullm::row_bytes(kv_type, kv_dim);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> q(dim), out(dim), scores(shape.n_heads * positions), row(kv_dim);
+  for (float& x : q) x = dist(rng);
+  std::vector<std::byte> keys(positions * row_size), values(positions * row_size);
+  for (auto* cache : {&keys, &values})
+    for (int64_t t = 0; t < positions; ++t) {
+      for (float& x : row) x = dist(rng);
+      cpullm::encode_row(kv_type, row.data(), cache->data() + t * row_size, kv_dim);
+    }
+  for (auto _ : state) {
+    cpullm::attention(out.data(), q.data(), keys.data(), values.data(), kv_type, positions, shape, scores.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(4.0 * shape.head_dim * shape.n_heads * positions,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::to_string(shape.n_heads) + " heads of " + std::to_string(shape.head_dim) + ", " +
+                 std::to_string(kv_heads) + " KV heads, " + std::string(cpullm::ggml_type_name(kv_type)) + " cache");
+}
+
+void DecodeCases(benchmark::internal::Benchmark* b) {
+  for (int64_t positions : {64, 512, 2048})
+    for (int64_t kv_heads : {4, 32})
+      for (auto kv_type : {cpullm::GgmlType::F32, cpullm::GgmlType::F16})
+        b->Args({positions, kv_heads, static_cast<int64_t>(kv_type)});
+}
+
+BENCHMARK(BM_AttentionDecode)->Name("attention_decode")->Apply(DecodeCases)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
