@@ -26,8 +26,8 @@ namespace {
 constexpr int64_t kBytes = int64_t{1} << 30;  // per array: 1 GiB, far beyond any L3
 
 // On 64-byte boundaries: glibc's malloc starts a large std::vector 16 bytes past a page
-// boundary, and then every other 32-byte load straddles two cache lines, which read 0.95-0.97
-// as fast on this project's VM (docs/kernels.md, "Decode, session 11").
+// boundary, and then every other 32-byte load straddles two cache lines (on this project's VM
+// no effect stood out of the noise: docs/kernels.md, "Decode, session 11").
 cpullm::AlignedVector<float>& array(int index) {
   static cpullm::AlignedVector<float> arrays[3] = {cpullm::AlignedVector<float>(kBytes / 4, 1.0f),
                                                    cpullm::AlignedVector<float>(kBytes / 4, 2.0f),
@@ -63,7 +63,7 @@ void BM_ReadBandwidth(benchmark::State& state) {
 // The same read over anonymous memory the kernel was asked to back with 2 MiB pages
 // (MADV_HUGEPAGE on a 2 MiB-aligned mapping; the label says how much it did): whether the roof,
 // read from a std::vector in whatever pages the system gives it, would read faster from huge
-// pages. On this project's VM it did not (69-75 GB/s both; docs/kernels.md, "Decode, session 11").
+// pages. On this project's VM it read 0.97-1.19x as fast (docs/kernels.md, "Decode, session 11").
 void BM_ReadHugePages(benchmark::State& state) {
   constexpr std::size_t kHuge = std::size_t{2} << 20;
   static std::byte* const bytes = [] {
