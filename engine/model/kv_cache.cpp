@@ -35,10 +35,8 @@ uint64_t KvCacheShape::bytes() const {
   return 2ull * sequences * layers * context * kv_dim * kv_element_bytes(type);
 }
 
-KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
-  keys_.resize(shape.bytes() / 2);
-  values_.resize(shape.bytes() / 2);
-}
+KvCache::KvCache(const KvCacheShape& shape)
+    : shape_(shape), keys_(shape.bytes() / 2, "the KV cache's keys"), values_(shape.bytes() / 2, "the KV cache's values") {}
 
 std::size_t KvCache::offset(int64_t sequence, int64_t layer, int64_t position) const {
   const KvCacheShape& s = shape_;

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "engine/format/ggml_types.hpp"
+#include "engine/util/anonymous_memory.hpp"
 
 namespace cpullm {
 
@@ -44,8 +44,11 @@ class KvCache {
   std::size_t offset(int64_t sequence, int64_t layer, int64_t position) const;
 
   KvCacheShape shape_;
-  std::vector<std::byte> keys_;    // (sequences, layers, context, kv_dim) elements
-  std::vector<std::byte> values_;  // (sequences, layers, context, kv_dim) elements
+  // Pages come at first write: sized for every sequence's whole context, the cache is resident
+  // only as far as positions have run (a vector was written whole at load: 4 GiB for LLaMA-7B's
+  // 4096 positions in F32).
+  AnonymousMemory keys_;    // (sequences, layers, context, kv_dim) elements
+  AnonymousMemory values_;  // (sequences, layers, context, kv_dim) elements
 };
 
 }  // namespace cpullm

@@ -2,12 +2,10 @@
 
 #include <numa.h>
 #include <numaif.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <utility>
 
 #include "engine/util/error.hpp"
 
@@ -22,36 +20,18 @@ std::size_t first_page_at_or_after(std::size_t offset) { return (offset + page_b
 
 }  // namespace
 
-NumaBuffer::NumaBuffer(std::size_t bytes) : size_(bytes) {
-  if (bytes == 0) return;
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) fail("cannot map {} bytes of anonymous memory for placed weights: {}", bytes, std::strerror(errno));
-  data_ = static_cast<std::byte*>(p);
-}
-
-NumaBuffer::~NumaBuffer() {
-  if (data_) munmap(data_, size_);
-}
-
-NumaBuffer::NumaBuffer(NumaBuffer&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
-
-NumaBuffer& NumaBuffer::operator=(NumaBuffer&& other) noexcept {
-  std::swap(data_, other.data_);
-  std::swap(size_, other.size_);
-  return *this;
-}
+NumaBuffer::NumaBuffer(std::size_t bytes) : memory_(bytes, "placed weights") {}
 
 void NumaBuffer::bind(std::size_t begin, std::size_t end, int node_os_index) {
   set_policy(begin, end, MPOL_BIND, {node_os_index});
 }
 
 void NumaBuffer::interleave(const std::vector<int>& node_os_indices) {
-  set_policy(0, size_, MPOL_INTERLEAVE, node_os_indices);
+  set_policy(0, size(), MPOL_INTERLEAVE, node_os_indices);
 }
 
 void NumaBuffer::set_policy(std::size_t begin, std::size_t end, int mode, const std::vector<int>& node_os_indices) {
-  if (begin > end || end > size_) fail("NUMA policy range [{}, {}) is outside a buffer of {} bytes", begin, end, size_);
+  if (begin > end || end > size()) fail("NUMA policy range [{}, {}) is outside a buffer of {} bytes", begin, end, size());
   const std::size_t first = first_page_at_or_after(begin), last = first_page_at_or_after(end);
   if (first == last) return;  // no page starts in this range: its bytes live in the previous range's page
   constexpr int kBitsPerWord = 8 * sizeof(unsigned long);
@@ -63,7 +43,7 @@ void NumaBuffer::set_policy(std::size_t begin, std::size_t end, int mode, const 
   }
   // The kernel reads maxnode - 1 bits of the mask (a quirk libnuma also works around).
   const unsigned long maxnode = mask.size() * kBitsPerWord + 1;
-  if (mbind(data_ + first * page_bytes(), (last - first) * page_bytes(), mode, mask.data(), maxnode,
+  if (mbind(data() + first * page_bytes(), (last - first) * page_bytes(), mode, mask.data(), maxnode,
             MPOL_MF_STRICT | MPOL_MF_MOVE) != 0)
     fail("the kernel refused to place memory on NUMA node(s) {}: mbind: {}", fmt::join(node_os_indices, ","),
          std::strerror(errno));

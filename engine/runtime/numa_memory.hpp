@@ -9,21 +9,19 @@
 #include <map>
 #include <vector>
 
+#include "engine/util/anonymous_memory.hpp"
+
 namespace cpullm {
 
-// An anonymous, private, page-aligned mapping. Give it a policy (bind, interleave) first and
-// write it afterwards: pages are allocated where the policy says at the first write.
+// Anonymous memory (AnonymousMemory) with placement policies. Give it a policy (bind,
+// interleave) first and write it afterwards: pages are allocated where the policy says at the
+// first write.
 class NumaBuffer {
  public:
   explicit NumaBuffer(std::size_t bytes);  // Error when the mapping fails; 0 bytes maps nothing
-  ~NumaBuffer();
-  NumaBuffer(NumaBuffer&& other) noexcept;
-  NumaBuffer& operator=(NumaBuffer&& other) noexcept;
-  NumaBuffer(const NumaBuffer&) = delete;
-  NumaBuffer& operator=(const NumaBuffer&) = delete;
 
-  std::byte* data() const { return data_; }
-  std::size_t size() const { return size_; }
+  std::byte* data() const { return memory_.data(); }
+  std::size_t size() const { return memory_.size(); }
 
   // Bytes [begin, end) on node `node_os_index` (MPOL_BIND, strict: the kernel allocates there or
   // fails). A page cut by a boundary goes with its first byte: it belongs to the range holding
@@ -34,8 +32,7 @@ class NumaBuffer {
 
  private:
   void set_policy(std::size_t begin, std::size_t end, int mode, const std::vector<int>& node_os_indices);
-  std::byte* data_ = nullptr;  // (size_) page-aligned; nullptr when size_ is 0
-  std::size_t size_ = 0;       // bytes asked for (the mapping is rounded up to whole pages)
+  AnonymousMemory memory_;  // (bytes asked for) page-aligned
 };
 
 // Where the pages of [data, data + bytes) are, as the kernel reports them: bytes per node OS

@@ -2,12 +2,16 @@
 // runs, and clear refusals of files and requests it cannot serve.
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
+#include "engine/model/kv_cache.hpp"
 #include "engine/model/model.hpp"
 #include "engine/sampling/sampler.hpp"
 #include "engine/synthetic/synthetic_model.hpp"
@@ -149,6 +153,32 @@ TEST(Model, RefusesAVocabularyOnlyFile) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("missing required"), std::string::npos) << e.what();
   }
+}
+
+// Pages of [data, data + bytes) the kernel has in memory (mincore).
+std::size_t resident_bytes_of(const std::byte* data, std::size_t bytes) {
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in_core((bytes + page - 1) / page);
+  if (mincore(const_cast<std::byte*>(data), bytes, in_core.data()) != 0) return SIZE_MAX;
+  return static_cast<std::size_t>(std::count_if(in_core.begin(), in_core.end(), [](unsigned char c) { return c & 1; })) * page;
+}
+
+// The cache is sized for the whole context but takes memory only as positions are stored: a
+// 64 MiB cache holds no page before its first store and at most one huge page's worth after it.
+TEST(KvCache, TakesPagesOnlyAsPositionsRun) {
+  const KvCacheShape shape{.sequences = 1, .layers = 4, .context = 4096, .kv_dim = 1024, .type = KvType::f32};
+  KvCache cache(shape);
+  const std::size_t half = shape.bytes() / 2;  // the keys, (layers, context, kv_dim) floats
+  EXPECT_EQ(resident_bytes_of(cache.keys(0, 0), half), 0u);
+  std::vector<float> k(shape.kv_dim), v(shape.kv_dim);
+  for (int64_t i = 0; i < shape.kv_dim; ++i) k[i] = static_cast<float>(i), v[i] = -static_cast<float>(i);
+  cache.store(0, 2, 100, 1, k.data(), v.data());
+  const std::size_t resident = resident_bytes_of(cache.keys(0, 0), half);
+  EXPECT_GT(resident, 0u);
+  EXPECT_LE(resident, std::size_t{2} << 20) << "one position's row of 4 KiB took more than a 2 MiB page";
+  const auto* row = reinterpret_cast<const float*>(cache.keys(0, 2)) + 100 * shape.kv_dim;
+  EXPECT_EQ(std::vector<float>(row, row + shape.kv_dim), k);
+  EXPECT_EQ(reinterpret_cast<const float*>(cache.keys(0, 1))[5], 0.0f);  // never written: zero
 }
 
 }  // namespace

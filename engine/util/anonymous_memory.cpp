@@ -1,0 +1,33 @@
+#include "engine/util/anonymous_memory.hpp"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "engine/util/error.hpp"
+
+namespace cpullm {
+
+AnonymousMemory::AnonymousMemory(std::size_t bytes, std::string_view what) : size_(bytes) {
+  if (bytes == 0) return;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) fail("cannot map {} bytes of anonymous memory for {}: {}", bytes, what, std::strerror(errno));
+  data_ = static_cast<std::byte*>(p);
+}
+
+AnonymousMemory::~AnonymousMemory() {
+  if (data_) munmap(data_, size_);
+}
+
+AnonymousMemory::AnonymousMemory(AnonymousMemory&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+AnonymousMemory& AnonymousMemory::operator=(AnonymousMemory&& other) noexcept {
+  std::swap(data_, other.data_);
+  std::swap(size_, other.size_);
+  return *this;
+}
+
+}  // namespace cpullm
