@@ -1,5 +1,7 @@
 #include "engine/model/kv_cache.hpp"
 
+#include <algorithm>
+
 #include "engine/kernels/row_convert.hpp"
 #include "engine/util/error.hpp"
 
@@ -36,7 +38,21 @@ uint64_t KvCacheShape::bytes() const {
 }
 
 KvCache::KvCache(const KvCacheShape& shape)
-    : shape_(shape), keys_(shape.bytes() / 2, "the KV cache's keys"), values_(shape.bytes() / 2, "the KV cache's values") {}
+    : shape_(shape),
+      keys_(shape.bytes() / 2, "the KV cache's keys"),
+      values_(shape.bytes() / 2, "the KV cache's values"),
+      populated_(static_cast<std::size_t>(shape.sequences * shape.layers), 0) {}
+
+void KvCache::populate_rows(int64_t sequence, int64_t layer, int64_t end) {
+  int64_t& ready = populated_[static_cast<std::size_t>(sequence * shape_.layers + layer)];
+  if (end <= ready) return;
+  constexpr int64_t kStepBytes = 256 << 10;
+  const int64_t row = shape_.kv_dim * kv_element_bytes(shape_.type);
+  const int64_t upto = std::min(shape_.context, std::max(end, ready + (kStepBytes + row - 1) / row));
+  for (const AnonymousMemory* memory : {&keys_, &values_})
+    memory->populate(offset(sequence, layer, ready), offset(sequence, layer, upto));
+  ready = upto;
+}
 
 std::size_t KvCache::offset(int64_t sequence, int64_t layer, int64_t position) const {
   const KvCacheShape& s = shape_;
@@ -46,6 +62,7 @@ std::size_t KvCache::offset(int64_t sequence, int64_t layer, int64_t position) c
 
 void KvCache::store(int64_t sequence, int64_t layer, int64_t position, int64_t count, const float* k,
                     const float* v) {
+  populate_rows(sequence, layer, position + count);
   const GgmlType element = kv_element_type(shape_.type);
   const std::size_t at = offset(sequence, layer, position);
   // The rows of consecutive positions are contiguous: one conversion each for keys and values.

@@ -1,7 +1,9 @@
 #include "engine/util/anonymous_memory.hpp"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -15,6 +17,13 @@ AnonymousMemory::AnonymousMemory(std::size_t bytes, std::string_view what) : siz
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) fail("cannot map {} bytes of anonymous memory for {}: {}", bytes, what, std::strerror(errno));
   data_ = static_cast<std::byte*>(p);
+}
+
+void AnonymousMemory::populate(std::size_t begin, std::size_t end) const {
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  begin = begin / page * page;
+  end = std::min((end + page - 1) / page * page, (size_ + page - 1) / page * page);
+  if (data_ && begin < end) madvise(data_ + begin, end - begin, MADV_POPULATE_WRITE);  // advice: failure is harmless
 }
 
 AnonymousMemory::~AnonymousMemory() {
