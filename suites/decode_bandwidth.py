@@ -5,8 +5,9 @@ Decoding one token reads every weight matrix once (and one embedding row), so
 tokens/s x weight bytes per token is the bandwidth decode achieves; the issue's target is
 at least 85% of the read bandwidth measured with the same thread count right before: the faster
 of bench_kernels' memory_read (memory in whatever pages the system gives) and memory_read_huge
-(2 MiB pages), as either may be the machine's best. For each model: generate (or reuse) a synthetic model at a real
-shape, quantize it, run `cpullm generate --ignore-eos`, and print one line per case.
+(2 MiB pages), as either may be the machine's best. For each model: generate (or reuse) a
+synthetic model at a real shape, quantize it, run `cpullm generate --ignore-eos`, and print one
+line per case.
 
 On a shared host the roof and the decode speed both move from one second to the next, so
 `--repeat N` runs every case N times (the roof measured again before each) and ends with each
@@ -73,7 +74,10 @@ def weight_bytes_per_token(args, path):
 def read_bandwidth(args):
     out = run([os.path.join(args.build, "suites", "kernels", "bench_kernels"),
                f"--benchmark_filter=^memory_read(_huge)?/{args.threads}/", "--benchmark_format=json"]).stdout
-    return max(b["bytes_per_second"] for b in json.loads(out)["benchmarks"])
+    reads = [b["bytes_per_second"] for b in json.loads(out)["benchmarks"] if "bytes_per_second" in b]
+    if not reads:
+        sys.exit("bench_kernels measured no read bandwidth:\n" + out)
+    return max(reads)
 
 
 def cold_copy(path):

@@ -88,8 +88,9 @@ Record point_record(const BenchPoint& p, const PointMeasurement& m, const HostIn
   r["itl_p90_ms"] = value_or_null(!itl.empty(), percentile(itl, 90));
   r["itl_p99_ms"] = value_or_null(!itl.empty(), percentile(itl, 99));
   r["peak_rss_bytes"] = m.peak_rss_bytes;
-  // How much of the model the point read through 2 MiB page-table entries: decode from a file
-  // mapped in 4 KiB pages reads up to a quarter slower (docs/kernels.md, "Decode, session 10").
+  // How much of the model's mapping was in 2 MiB pages: decode from a file mapped in 4 KiB pages
+  // ran 0.89-0.94 as fast on this project's VM (docs/kernels.md, "Decode, session 10"). Under
+  // --numa placements that copy the matrices, decode reads the copies instead.
   r["model_huge_page_bytes"] = m.huge_page_bytes ? Record(*m.huge_page_bytes) : Record(nullptr);
   r["energy_j"] = value_or_null(!m.energy_j.empty(), mean(m.energy_j));  // per repetition, as avg_ns; null without RAPL
   r["notes"] = joined_notes(m.machine.notes);

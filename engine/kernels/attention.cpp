@@ -19,7 +19,8 @@ namespace {
 // inside every dot product, which did not vectorise for F16 and BF16), in columns of kChunk
 // floats held in four `Lanes` (ops.hpp: 8 floats, an AVX2 register at the baseline) across each
 // inner loop. The tiled kernel stores its keys transposed, so a query's scores against kChunk
-// keys take four FMAs per element of head_dim: one broadcast of q[d] and contiguous loads.
+// keys take four FMAs per element of head_dim: one broadcast of q[d] and contiguous loads. The
+// single query's scores (score_rows) use AVX2 directly, for its horizontal adds.
 constexpr int64_t kVectors = 4, kChunk = kLanes * kVectors;
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
@@ -48,7 +49,7 @@ void accumulate_rows(float* out, const float* coefficients, const float* rows, i
 }
 
 // scores[j] = scale * (q . rows[j]) for j < n; rows (at least n rounded up to 8, width), width
-// a multiple of 8, rows past n finite (their scores are computed and dropped). Eight rows at a
+// a multiple of 8; the rows past n are read and their scores dropped. Eight rows at a
 // time, each with its own accumulator, and the eight reduced together by hadds and one lane
 // swap: one dot product per row spent more instructions on reducing its accumulator to a float
 // than on its products (head_dim 64: 8 FMAs, then about 11 reduction steps).

@@ -148,6 +148,12 @@ struct Avx2BlockDot {
           std::copy(w.blocks + b, w.blocks + blocks, tail);
           q4_0_eight_blocks<T>(tail, a, b, even);
         }
+        // Lane i summed the blocks in reduction order's place i; once per row, the lanes go back
+        // to block order, so the final sum adds the lanes in the same pairs as a block-order
+        // kernel's and the result is the same bit for bit.
+        const __m256i block_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) even[t] = _mm256_permutevar8x32_ps(even[t], block_order);
       } else {
         const auto step = [&](int64_t b, __m256 (&acc)[T]) {
           const __m256i weights = w.weights(b);

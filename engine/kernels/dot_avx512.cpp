@@ -118,8 +118,8 @@ inline void natural_pair(const Row& w, int64_t b, bool pair, const QuantizedActi
 // stored), leaving the group's k-th block's partial sums in lanes 4k..4k+3; in-lane unpacks reduce
 // the four registers to one exact int32 sum per block, in reduction order, so the zero point's
 // offsets, the scales, the conversion and the FMA run once per 16 blocks and token instead of
-// once per group. A step of
-// `count` < 16 blocks (the row's end) reads only those; the rest are zero.
+// once per group. A step of `count` < 16 blocks (the row's end) reads only those; the rest are
+// zero.
 template <int T>
 inline void q4_0_sixteen_blocks(const BlockQ4_0* blocks, int64_t count, const QuantizedActivations* const* a, int64_t b,
                                 __m512 (&acc)[T]) {
@@ -139,7 +139,8 @@ inline void q4_0_sixteen_blocks(const BlockQ4_0* blocks, int64_t count, const Qu
   }
   // The 16 FP16 weight scales in reduction order: block k's is word 9k of the step (block 4q + r's
   // word 9r of the 64 bytes at block 4q, of which only the step's blocks are read); one word
-  // permute picks blocks 0 2 4 6 1 3 5 7 from the first 128 bytes, one 8 .. 15 from the next.
+  // permute picks blocks 0 2 4 6 1 3 5 7 from the loads at blocks 0 and 4, one 8 10 12 14 9 11
+  // 13 15 from those at 8 and 12.
   const auto head = [&](int g) {
     const int64_t bytes = count * static_cast<int64_t>(sizeof(BlockQ4_0)) - 4 * g * static_cast<int64_t>(sizeof(BlockQ4_0));
     const __mmask64 valid = bytes >= 64 ? ~__mmask64{0} : bytes <= 0 ? __mmask64{0} : (__mmask64{1} << bytes) - 1;
@@ -186,6 +187,12 @@ struct Avx512BlockDot {
       if constexpr (std::is_same_v<Row, Q4_0Row>) {
         for (; b + 16 <= blocks; b += 16) q4_0_sixteen_blocks<T>(w.blocks + b, 16, a, b, even);
         if (b < blocks) q4_0_sixteen_blocks<T>(w.blocks + b, blocks - b, a, b, odd);
+        // Lane i summed the blocks in reduction order's place i; once per row, the lanes go back
+        // to block order, so the final sum adds the lanes in the same pairs as a block-order
+        // kernel's and the result is the same bit for bit.
+        const __m512i block_order = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) even[t] = _mm512_permutexvar_ps(block_order, _mm512_add_ps(even[t], odd[t])), odd[t] = _mm512_setzero_ps();
       } else {
         for (; b + 4 <= blocks; b += 4) {
           natural_pair<T>(w, b, true, a, even);

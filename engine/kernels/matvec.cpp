@@ -74,8 +74,9 @@ const QuantizedActivations& quantize_activations(const float* x, int64_t cols, i
     const __m256i quads = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);  // 8 sums of 4 values
     __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1));
     sum = _mm_hadd_epi32(sum, sum);
-    offsets[reduction_order_index(b)] = -8 * _mm_cvtsi128_si32(_mm_hadd_epi32(sum, sum));
-    scales[b] = nibble_scales[reduction_order_index(b)] = scale;
+    const int64_t place = reduction_order_index(b);
+    offsets[place] = -8 * _mm_cvtsi128_si32(_mm_hadd_epi32(sum, sum));
+    scales[b] = nibble_scales[place] = scale;
   }
   view = {values, values_biased, nibble_order, scales, nibble_scales, offsets};
   return view;

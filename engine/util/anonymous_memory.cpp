@@ -23,7 +23,9 @@ void AnonymousMemory::populate(std::size_t begin, std::size_t end) const {
   const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   begin = begin / page * page;
   end = std::min((end + page - 1) / page * page, (size_ + page - 1) / page * page);
-  if (data_ && begin < end) madvise(data_ + begin, end - begin, MADV_POPULATE_WRITE);  // advice: failure is harmless
+#ifdef MADV_POPULATE_WRITE  // Linux 5.14; built against older headers, the pages come at first write
+  if (data_ && begin < end) madvise(data_ + begin, end - begin, MADV_POPULATE_WRITE);  // failure is harmless
+#endif
 }
 
 AnonymousMemory::~AnonymousMemory() {

@@ -1,8 +1,8 @@
 // This machine's memory roof, measured in the same run as the kernels it bounds: a read
 // (sum of a large array) and a STREAM triad (a = b + s * c), each over buffers far larger than
 // the last-level cache, with 1..N OpenMP threads; the read of memory in 2 MiB pages; with
-// --read_file=PATH, the read of a file's mapped pages too. Kernel figures mean something only next to these: this host's bandwidth
-// moves from run to run.
+// --read_file=PATH, the read of a file's mapped pages too. Kernel figures mean something only
+// next to these: this host's bandwidth moves from run to run.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 #include <immintrin.h>

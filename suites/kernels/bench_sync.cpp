@@ -7,6 +7,7 @@
 // 0.5-1.4 µs, depending on the host's state (docs/kernels.md, "Decode, session 11"); on a
 // 4-socket server they grow with the distance between the threads.
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 #include <omp.h>
 
 #include <atomic>
@@ -59,8 +60,7 @@ void BM_RoundTrip(benchmark::State& state) {
       for (int64_t i = 0; paired && me < 2 && i < kMeetings; ++i) {
         const int64_t wait_for = me == 0 ? 2 * i + 2 : 2 * i + 1, write = me == 0 ? 2 * i + 1 : 2 * i + 2;
         if (me == 0) turn.store(write, std::memory_order_release);
-        while (turn.load(std::memory_order_acquire) != wait_for) {
-        }
+        while (turn.load(std::memory_order_acquire) != wait_for) _mm_pause();  // lets a thread sharing the core run
         if (me == 1) turn.store(write, std::memory_order_release);
       }
     }
