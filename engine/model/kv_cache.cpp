@@ -41,12 +41,15 @@ KvCache::KvCache(const KvCacheShape& shape)
     : shape_(shape),
       keys_(shape.bytes() / 2, "the KV cache's keys"),
       values_(shape.bytes() / 2, "the KV cache's values"),
-      populated_(static_cast<std::size_t>(shape.sequences * shape.layers), 0) {}
+      populated_(static_cast<std::size_t>(shape.sequences * shape.layers), 0) {
+  keys_.advise_huge_pages();
+  values_.advise_huge_pages();
+}
 
 void KvCache::populate_rows(int64_t sequence, int64_t layer, int64_t end) {
   int64_t& ready = populated_[static_cast<std::size_t>(sequence * shape_.layers + layer)];
   if (end <= ready) return;
-  constexpr int64_t kStepBytes = 256 << 10;
+  constexpr int64_t kStepBytes = 2 << 20;
   const int64_t row = shape_.kv_dim * kv_element_bytes(shape_.type);
   const int64_t upto = std::min(shape_.context, std::max(end, ready + (kStepBytes + row - 1) / row));
   for (const AnonymousMemory* memory : {&keys_, &values_})

@@ -28,6 +28,10 @@ void AnonymousMemory::populate(std::size_t begin, std::size_t end) const {
 #endif
 }
 
+void AnonymousMemory::advise_huge_pages() const {
+  if (data_) madvise(data_, size_, MADV_HUGEPAGE);
+}
+
 AnonymousMemory::~AnonymousMemory() {
   if (data_) munmap(data_, size_);
 }

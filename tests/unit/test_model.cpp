@@ -164,10 +164,10 @@ std::size_t resident_bytes_of(const std::byte* data, std::size_t bytes) {
 }
 
 // The cache is sized for the whole context but takes memory only as positions are stored, a
-// 256 KiB step of rows at a time (here 64 rows of 4 KiB): none before the first store; rows
-// 0-100 for a store at position 100; a step more for the next position, nothing for one inside
-// that step; and at the context's end no more than the mapping. 4 KiB pages, so that the counts
-// do not depend on where transparent huge pages would fall.
+// 2 MiB step of rows at a time (here 512 rows of 4 KiB): none before the first store; a step for
+// a store at position 100; nothing more for one inside that step; a step more past it; and at
+// the context's end no more than the mapping. In 4 KiB pages, so that the counts do not depend on
+// where 2 MiB pages would fall.
 TEST(KvCache, TakesPagesOnlyAsPositionsRun) {
   const KvCacheShape shape{.sequences = 1, .layers = 4, .context = 4096, .kv_dim = 1024, .type = KvType::f32};
   KvCache cache(shape);
@@ -180,10 +180,10 @@ TEST(KvCache, TakesPagesOnlyAsPositionsRun) {
     cache.store(0, layer, position, 1, k.data(), v.data());
     return resident_bytes_of(cache.keys(0, 0), keys_bytes);
   };
-  EXPECT_EQ(store_and_count(2, 100), 101 * row);
-  EXPECT_EQ(store_and_count(2, 101), (101 + 64) * row);
-  EXPECT_EQ(store_and_count(2, 102), (101 + 64) * row);
-  EXPECT_EQ(store_and_count(3, 4095), (101 + 64 + 4096) * row);  // layer 3 whole, and not past it
+  EXPECT_EQ(store_and_count(2, 100), 512 * row);
+  EXPECT_EQ(store_and_count(2, 511), 512 * row);
+  EXPECT_EQ(store_and_count(2, 512), 1024 * row);
+  EXPECT_EQ(store_and_count(3, 4095), (1024 + 4096) * row);  // layer 3 whole, and not past it
   const auto* stored = reinterpret_cast<const float*>(cache.keys(0, 2)) + 100 * shape.kv_dim;
   EXPECT_EQ(std::vector<float>(stored, stored + shape.kv_dim), k);
   EXPECT_EQ(reinterpret_cast<const float*>(cache.keys(0, 1))[5], 0.0f);  // never written: zero
