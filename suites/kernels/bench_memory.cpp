@@ -7,16 +7,17 @@
 #include <fmt/format.h>
 #include <immintrin.h>
 #include <omp.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/util/aligned_vector.hpp"
+#include "engine/util/anonymous_memory.hpp"
 #include "engine/util/mapped_file.hpp"
 #include "suites/kernels/memory_cases.hpp"
 #include "suites/kernels/thread_counts.hpp"
@@ -66,13 +67,16 @@ void BM_ReadBandwidth(benchmark::State& state) {
 // pages. On this project's VM it read 0.97-1.19x as fast (docs/kernels.md, "Decode, session 11").
 void BM_ReadHugePages(benchmark::State& state) {
   constexpr std::size_t kHuge = std::size_t{2} << 20;
-  static std::byte* const bytes = [] {
-    void* p = mmap(nullptr, kBytes + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return static_cast<std::byte*>(nullptr);
-    auto* aligned = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(p) + kHuge - 1) / kHuge * kHuge);
-    madvise(aligned, kBytes, MADV_HUGEPAGE);
-    std::memset(aligned, 1, kBytes);
-    return aligned;
+  static std::byte* const bytes = []() -> std::byte* {
+    try {
+      static const cpullm::AnonymousMemory memory(kBytes + kHuge, "memory_read_huge");
+      memory.advise_huge_pages();
+      auto* aligned = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(memory.data()) + kHuge - 1) / kHuge * kHuge);
+      std::memset(aligned, 1, kBytes);
+      return aligned;
+    } catch (const std::exception&) {  // the mapping failed: skipped below
+      return nullptr;
+    }
   }();
   if (!bytes) {
     state.SkipWithError("cannot map 1 GiB of anonymous memory");
