@@ -15,14 +15,15 @@ namespace cpullm {
 // blocks past the last one: zero scales make them add nothing.
 //
 // Natural order is x's. Nibble order is Q4_0's: a Q4_0 block's byte j holds weights j (low
-// nibble) and j + 16 (high nibble), so the values come in groups of 4 blocks, the 4 blocks'
-// first halves, then their second halves; one AND and one shift then unpack the nibbles of the
-// blocks in a register into the bytes that meet them. In each step of 16 blocks, group g holds
-// blocks 2g, 2g + 1, 8 + 2g and 9 + 2g: the AVX-512 kernel's register g holds those four, the
-// AVX2 kernel's registers hold the first two or the last two (its steps are 8 blocks), and the
-// in-lane reduction of a step's registers then leaves the block sums in *reduction order*,
-// 0 2 4 6 1 3 5 7, 8 10 12 14 9 11 13 15. The Q4_0 kernels' scales and offsets are stored in that
-// order, so no permute puts the sums back in block order (docs/kernels.md, "Decode, session 11").
+// nibble) and j + 16 (high nibble), so the values come in groups of 4 consecutive blocks, the 4
+// blocks' first halves, then their second halves; one AND and one shift then unpack the nibbles
+// of the blocks in a register into the bytes that meet them. The AVX-512 kernel's register g of
+// a 16-block step holds group g; the AVX2 kernel's steps are 8 blocks, blocks 4j + 2s and
+// 4j + 2s + 1 of every group j for its half s of the 16, so its registers read 32 consecutive
+// bytes of a group's first halves and 32 of its second halves. In both the in-lane reduction of
+// a step's registers leaves block 4j + k's sum in place 4k + j of the 16: *reduction order*,
+// 0 4 8 12 1 5 9 13 2 6 10 14 3 7 11 15. The Q4_0 kernels' scales and offsets are stored in that
+// order, so no permute puts the sums back in block order (docs/kernels.md, "Decode, session 12").
 //
 // vpdpbusd and maddubs multiply unsigned by signed bytes. Q4_0's nibbles are weight + 8 and go
 // in as stored, unsigned: a block's lanes then hold w.a + 8 * sum(a) between them, and starting
@@ -45,14 +46,8 @@ struct QuantizedActivations {
 
 // Where nibble order puts block b: the byte its first half starts at (the second half follows
 // 64 bytes later), and its scale's and offset's index in reduction order.
-inline int64_t nibble_order_first_half(int64_t b) {
-  const int64_t step = b / 16, half = b % 16 / 8, group = b % 8 / 2, odd = b % 2;
-  return step * 16 * kQuantBlock + group * 4 * kQuantBlock + (2 * half + odd) * kQuantBlock / 2;
-}
-inline int64_t reduction_order_index(int64_t b) {
-  const int64_t step = b / 16, half = b % 16 / 8, group = b % 8 / 2, odd = b % 2;
-  return step * 16 + half * 8 + odd * 4 + group;
-}
+inline int64_t nibble_order_first_half(int64_t b) { return b / 4 * 4 * kQuantBlock + b % 4 * kQuantBlock / 2; }
+inline int64_t reduction_order_index(int64_t b) { return b / 16 * 16 + b % 4 * 4 + b % 16 / 4; }
 
 // The most tokens one row-kernel call takes: each token's accumulators stay in registers.
 inline constexpr int kRowDotTokens = 4;

@@ -77,30 +77,33 @@ inline __m256i block_products(__m256i w, __m256i magnitudes, __m256i a) {
   return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
-// Q4_0 blocks b .. b + 7 (b a multiple of 8), in nibble order. Each pair of blocks (2p, 2p + 1) is
-// one register of nibbles, loaded and unpacked once for every token: one AND takes the low
-// nibbles, a shift and an AND the high ones. Per token, each meets its 32 activations in one
-// maddubs (the nibbles go in unsigned, as stored), the two int16 products add (at most
-// 4 * 15 * 127 per pair) and madd leaves lanes 0-3 with block 2p's partial sums, 4-7 with block
-// 2p + 1's. In-lane unpacks and adds then reduce the four pairs to one exact int32 sum per block,
-// in reduction order (dot.hpp), so the zero point's offsets, the scales, the conversion and the FMA
-// run once per 8 blocks and token instead of once per pair (per pair and token 6 vector
-// instructions instead of 10; docs/kernels.md, "Decode, session 9").
+// Half s (0 or 1) of the Q4_0 step of 16 blocks at b: blocks 4j + 2s and 4j + 2s + 1 of every
+// group j of 4 (nibble order, dot.hpp). Each such pair is one register of nibbles, loaded and
+// unpacked once for every token: one AND takes the low nibbles, a shift and an AND the high
+// ones. Per token, each meets its 32 activations in one maddubs (the nibbles go in unsigned, as
+// stored), the two int16 products add (at most 4 * 15 * 127 per pair) and madd leaves lanes 0-3
+// with the pair's first block's partial sums, 4-7 with its second's. In-lane unpacks and adds
+// then reduce the four pairs to one exact int32 sum per block, in reduction order (dot.hpp), so
+// the zero point's offsets, the scales, the conversion and the FMA run once per 8 blocks and
+// token instead of once per pair (per pair and token 6 vector instructions instead of 10;
+// docs/kernels.md, "Decode, session 9").
 template <int T>
-inline void q4_0_eight_blocks(const BlockQ4_0* blocks, const QuantizedActivations* const* a, int64_t b, __m256 (&acc)[T]) {
+inline void q4_0_half_step(const BlockQ4_0* step, int s, const QuantizedActivations* const* a, int64_t b, __m256 (&acc)[T]) {
   const __m256i mask = _mm256_set1_epi8(0x0f);
+  const auto first = [&](int j) { return step + 4 * j + 2 * s; };  // pair j's first block
   __m256i low[4], high[4];
 #pragma GCC unroll 4
-  for (int p = 0; p < 4; ++p) {
-    const __m256i nibbles = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(blocks[2 * p + 1].nibbles),
-                                                reinterpret_cast<const __m128i*>(blocks[2 * p].nibbles));
-    low[p] = _mm256_and_si256(nibbles, mask);
-    high[p] = _mm256_and_si256(_mm256_srli_epi16(nibbles, 4), mask);
+  for (int j = 0; j < 4; ++j) {
+    const __m256i nibbles = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(first(j)[1].nibbles),
+                                                reinterpret_cast<const __m128i*>(first(j)[0].nibbles));
+    low[j] = _mm256_and_si256(nibbles, mask);
+    high[j] = _mm256_and_si256(_mm256_srli_epi16(nibbles, 4), mask);
   }
-  // The eight FP16 weight scales in reduction order. A 32-byte load at block 2p holds block 2p's
-  // scale in word 0 and block 2p + 1's in word 9 (the upper lane's word 1); two word and one
-  // dword interleave gather them as words 0-3 (blocks 0, 2, 4, 6) and 12-15 (1, 3, 5, 7).
-  const auto head = [&](int p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks + 2 * p)); };
+  // The eight FP16 weight scales in reduction order. A 32-byte load at pair j's first block holds
+  // its scale in word 0 and the second block's in word 9 (the upper lane's word 1); two word and
+  // one dword interleave gather them as words 0-3 (the pairs' first blocks) and 12-15 (their
+  // second blocks).
+  const auto head = [&](int j) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(first(j))); };
   const __m256i interleaved = _mm256_unpacklo_epi32(_mm256_unpacklo_epi16(head(0), head(1)),
                                                     _mm256_unpacklo_epi16(head(2), head(3)));
   const __m256 weight_scales = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(interleaved, 0b1100)));
@@ -108,21 +111,21 @@ inline void q4_0_eight_blocks(const BlockQ4_0* blocks, const QuantizedActivation
   // x1 + x3, y1 + y3, then the two halves): 7 instructions where three hadds took 9 µops.
   const auto pair_up = [](__m256i x, __m256i y) { return _mm256_add_epi32(_mm256_unpacklo_epi32(x, y), _mm256_unpackhi_epi32(x, y)); };
   const auto quad_up = [](__m256i x, __m256i y) { return _mm256_add_epi32(_mm256_unpacklo_epi64(x, y), _mm256_unpackhi_epi64(x, y)); };
-  const int64_t half = b % 16 / 8;  // which half of its 16-block step of nibble order this is
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
-    const int8_t* acts = a[t]->nibble_order + (b - 8 * half) * kQuantBlock + half * kQuantBlock;
+    const int8_t* acts = a[t]->nibble_order + b * kQuantBlock + s * kQuantBlock;
     __m256i pair_sums[4];
 #pragma GCC unroll 4
-    for (int p = 0; p < 4; ++p) {
-      const int8_t* low_acts = acts + p * 4 * kQuantBlock;  // pair p's first halves; their second halves 64 bytes on
-      const __m256i products = _mm256_add_epi16(_mm256_maddubs_epi16(low[p], load32_i8(low_acts)),
-                                                _mm256_maddubs_epi16(high[p], load32_i8(low_acts + 2 * kQuantBlock)));
-      pair_sums[p] = _mm256_madd_epi16(products, _mm256_set1_epi16(1));
+    for (int j = 0; j < 4; ++j) {
+      const int8_t* low_acts = acts + j * 4 * kQuantBlock;  // pair j's first halves; their second halves 64 bytes on
+      const __m256i products = _mm256_add_epi16(_mm256_maddubs_epi16(low[j], load32_i8(low_acts)),
+                                                _mm256_maddubs_epi16(high[j], load32_i8(low_acts + 2 * kQuantBlock)));
+      pair_sums[j] = _mm256_madd_epi16(products, _mm256_set1_epi16(1));
     }
     const __m256i reduced = quad_up(pair_up(pair_sums[0], pair_sums[1]), pair_up(pair_sums[2], pair_sums[3]));
-    const __m256i sums = _mm256_add_epi32(reduced, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t]->offsets + b)));
-    const __m256 scales = _mm256_mul_ps(weight_scales, _mm256_loadu_ps(a[t]->nibble_scales + b));
+    const int64_t places = b + 8 * s;
+    const __m256i sums = _mm256_add_epi32(reduced, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t]->offsets + places)));
+    const __m256 scales = _mm256_mul_ps(weight_scales, _mm256_loadu_ps(a[t]->nibble_scales + places));
     acc[t] = _mm256_fmadd_ps(scales, _mm256_cvtepi32_ps(sums), acc[t]);
   }
 }
@@ -142,18 +145,13 @@ struct Avx2BlockDot {
       for (int t = 0; t < T; ++t) even[t] = odd[t] = _mm256_setzero_ps();
       if constexpr (std::is_same_v<Row, Q4_0Row>) {
         int64_t b = 0;
-        for (; b + 8 <= blocks; b += 8) q4_0_eight_blocks<T>(w.blocks + b, a, b, even);
+        for (; b + 16 <= blocks; b += 16) q4_0_half_step<T>(w.blocks + b, 0, a, b, even), q4_0_half_step<T>(w.blocks + b, 1, a, b, odd);
         if (b < blocks) {  // the last blocks, copied beside zero blocks (zero scales) that add nothing
-          BlockQ4_0 tail[8] = {};
+          BlockQ4_0 tail[16] = {};
           std::copy(w.blocks + b, w.blocks + blocks, tail);
-          q4_0_eight_blocks<T>(tail, a, b, even);
+          q4_0_half_step<T>(tail, 0, a, b, even);
+          if (blocks - b > 2) q4_0_half_step<T>(tail, 1, a, b, odd);
         }
-        // Lane i summed the blocks in reduction order's place i; once per row, the lanes go back
-        // to block order, so the final sum adds the lanes in the same pairs as a block-order
-        // kernel's and the result is the same bit for bit.
-        const __m256i block_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) even[t] = _mm256_permutevar8x32_ps(even[t], block_order);
       } else {
         const auto step = [&](int64_t b, __m256 (&acc)[T]) {
           const __m256i weights = w.weights(b);

@@ -111,46 +111,52 @@ inline void natural_pair(const Row& w, int64_t b, bool pair, const QuantizedActi
   }
 }
 
-// Q4_0, 16 blocks per step: four groups of four in nibble order (dot.hpp), group g of blocks 2g,
-// 2g + 1, 8 + 2g and 9 + 2g. A group's four 16-byte loads fill a register; an AND gives the low
-// nibbles of its four blocks and a shift and an AND the high ones, once for every token. Per
-// token each group meets its 64 + 64 activations in two vpdpbusd (the nibbles go in unsigned, as
-// stored), leaving the group's k-th block's partial sums in lanes 4k..4k+3; in-lane unpacks reduce
-// the four registers to one exact int32 sum per block, in reduction order, so the zero point's
-// offsets, the scales, the conversion and the FMA run once per 16 blocks and token instead of
-// once per group. A step of `count` < 16 blocks (the row's end) reads only those; the rest are
-// zero.
+// Q4_0, 16 blocks per step: four groups of four consecutive blocks, in nibble order (dot.hpp).
+// Group g's 72 bytes (blocks 4g .. 4g + 3) come in two loads, 64 bytes and 8; one word permute
+// across the two gathers their nibbles, block 4g + k's into 128-bit lane k (every block's
+// nibbles start on a word: 2 bytes of scale, 16 of nibbles), and an AND gives the low nibbles
+// and a shift and an AND the high ones, once for every token. Per token each group meets its
+// 64 + 64 activations in two vpdpbusd (the nibbles go in unsigned, as stored), leaving block
+// 4g + k's partial sums in lanes 4k..4k+3; in-lane unpacks reduce the four registers to one exact
+// int32 sum per block, in reduction order, so the zero point's offsets, the scales, the
+// conversion and the FMA run once per 16 blocks and token instead of once per group. A step of
+// `count` < 16 blocks (the row's end) reads only those bytes; the rest are zero.
 template <int T>
 inline void q4_0_sixteen_blocks(const BlockQ4_0* blocks, int64_t count, const QuantizedActivations* const* a, int64_t b,
                                 __m512 (&acc)[T]) {
-  const __m512i mask = _mm512_set1_epi8(0x0f);
-  const auto nibbles = [&](int64_t k) {
-    return k < count ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[k].nibbles)) : _mm_setzero_si128();
+  const auto* step = reinterpret_cast<const std::byte*>(blocks);
+  const int64_t step_bytes = count * static_cast<int64_t>(sizeof(BlockQ4_0));
+  constexpr int64_t kGroupBytes = 4 * sizeof(BlockQ4_0);
+  const auto head = [&](int g) {  // group g's first 64 bytes
+    const int64_t bytes = step_bytes - g * kGroupBytes;
+    if (bytes >= 64) return _mm512_loadu_si512(step + g * kGroupBytes);
+    return _mm512_maskz_loadu_epi8(bytes <= 0 ? 0 : (__mmask64{1} << bytes) - 1, step + g * kGroupBytes);
   };
-  __m512i low[4], high[4];
+  const auto tail = [&](int g) {  // group g's last 8 bytes, in the lowest 8 of a register
+    const int64_t bytes = step_bytes - g * kGroupBytes - 64;
+    if (bytes >= 8) return _mm512_castsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(step + g * kGroupBytes + 64)));
+    return _mm512_castsi128_si512(_mm_maskz_loadu_epi8(bytes <= 0 ? 0 : static_cast<__mmask16>((1u << bytes) - 1), step + g * kGroupBytes + 64));
+  };
+  // Word 8k + i of a group's nibbles is word 9k + 1 + i of its bytes (words 32.. are the tail's).
+  const __m512i gather = _mm512_set_epi16(35, 34, 33, 32, 31, 30, 29, 28, 26, 25, 24, 23, 22, 21, 20, 19,  //
+                                          17, 16, 15, 14, 13, 12, 11, 10, 8, 7, 6, 5, 4, 3, 2, 1);
+  const __m512i mask = _mm512_set1_epi8(0x0f);
+  __m512i heads[4], low[4], high[4];
 #pragma GCC unroll 4
   for (int g = 0; g < 4; ++g) {
-    __m512i group = _mm512_castsi128_si512(nibbles(2 * g));
-    group = _mm512_inserti32x4(group, nibbles(2 * g + 1), 1);
-    group = _mm512_inserti32x4(group, nibbles(8 + 2 * g), 2);
-    group = _mm512_inserti32x4(group, nibbles(9 + 2 * g), 3);
+    heads[g] = head(g);
+    const __m512i group = _mm512_permutex2var_epi16(heads[g], gather, tail(g));
     low[g] = _mm512_and_si512(group, mask);
     high[g] = _mm512_and_si512(_mm512_srli_epi16(group, 4), mask);
   }
-  // The 16 FP16 weight scales in reduction order: block k's is word 9k of the step (block 4q + r's
-  // word 9r of the 64 bytes at block 4q, of which only the step's blocks are read); one word
-  // permute picks blocks 0 2 4 6 1 3 5 7 from the loads at blocks 0 and 4, one 8 10 12 14 9 11
-  // 13 15 from those at 8 and 12.
-  const auto head = [&](int g) {
-    const int64_t bytes = count * static_cast<int64_t>(sizeof(BlockQ4_0)) - 4 * g * static_cast<int64_t>(sizeof(BlockQ4_0));
-    const __mmask64 valid = bytes >= 64 ? ~__mmask64{0} : bytes <= 0 ? __mmask64{0} : (__mmask64{1} << bytes) - 1;
-    return _mm512_maskz_loadu_epi8(valid, blocks + 4 * g);
-  };
+  // The 16 FP16 weight scales in reduction order, where place 4k + j holds block 4j + k: block
+  // 4j + k's scale is word 9k of group j's head. One word permute takes places 4k and 4k + 1 from
+  // groups 0 and 1, one places 4k + 2 and 4k + 3 from groups 2 and 3, and a blend joins them.
   const __m512i pick = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,  //
-                                        0, 0, 0, 0, 0, 0, 0, 0, 59, 41, 27, 9, 50, 32, 18, 0);
-  const __m512i first = _mm512_permutex2var_epi16(head(0), pick, head(1)), second = _mm512_permutex2var_epi16(head(2), pick, head(3));
-  const __m512 weight_scales = _mm512_cvtph_ps(
-      _mm256_inserti128_si256(_mm512_castsi512_si256(first), _mm512_castsi512_si128(second), 1));
+                                        59, 27, 59, 27, 50, 18, 50, 18, 41, 9, 41, 9, 32, 0, 32, 0);
+  const __m512i scale_words = _mm512_mask_blend_epi16(0xcccc, _mm512_permutex2var_epi16(heads[0], pick, heads[1]),
+                                                      _mm512_permutex2var_epi16(heads[2], pick, heads[3]));
+  const __m512 weight_scales = _mm512_cvtph_ps(_mm512_castsi512_si256(scale_words));
   // In-lane unpacks reduce each 128-bit lane k's four sums per group to one: lane k of the
   // result holds group 0..3's k-th blocks, which is reduction order.
   const auto pair_up = [](__m512i x, __m512i y) { return _mm512_add_epi32(_mm512_unpacklo_epi32(x, y), _mm512_unpackhi_epi32(x, y)); };
@@ -187,12 +193,6 @@ struct Avx512BlockDot {
       if constexpr (std::is_same_v<Row, Q4_0Row>) {
         for (; b + 16 <= blocks; b += 16) q4_0_sixteen_blocks<T>(w.blocks + b, 16, a, b, even);
         if (b < blocks) q4_0_sixteen_blocks<T>(w.blocks + b, blocks - b, a, b, odd);
-        // Lane i summed the blocks in reduction order's place i; once per row, the lanes go back
-        // to block order, so the final sum adds the lanes in the same pairs as a block-order
-        // kernel's and the result is the same bit for bit.
-        const __m512i block_order = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) even[t] = _mm512_permutexvar_ps(block_order, _mm512_add_ps(even[t], odd[t])), odd[t] = _mm512_setzero_ps();
       } else {
         for (; b + 4 <= blocks; b += 4) {
           natural_pair<T>(w, b, true, a, even);
