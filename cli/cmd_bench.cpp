@@ -309,7 +309,7 @@ void register_bench(CLI::App& app) {
   command->add_option("--housekeeping", o->housekeeping, "Cores per NUMA node left to the OS")->check(CLI::Range(0, 4096));
   list("--placement", o->placement, "Weight placement: first-touch, interleave, replicate, shard");
   list("--kv-type", o->kv_type, "KV cache element type: f32, f16, bf16");
-  list("--prefetch", o->prefetch, "Prefetch the next layer's weights: 0, 1");
+  list("--prefetch", o->prefetch, "Prefetch the next layer's weights, then the embedding table: 0, 1");
   command->add_flag("--cold", o->cold, "Drop the model from the page cache before every repetition (no warm-up)");
   command->add_option("--inject-delay-ms", o->inject_delay_ms, "Sleep this long after every generated token (the "
                       "deliberately slowed build for regression tests)")->check(CLI::Range(0.0, 60000.0));

@@ -202,7 +202,7 @@ void register_generate(CLI::App& app) {
   command->add_option("--kv-type", options->kv_type, "KV cache precision: f32, f16, bf16");
   command->add_flag("--mlock", options->mlock, "Lock the weights in memory");
   command->add_flag("--prefetch", options->prefetch,
-                    "Double buffering: a thread maps layer l + 1's weights while layer l computes");
+                    "Double buffering: a thread maps layer l + 1's weights while layer l computes, then the embedding table");
   command->callback([options, command, config_file] {
     apply_config_file(*command, *config_file);
     if (options->model_path.empty()) fail("generate: -m/--model is required (on the command line or in --config)");

@@ -3,7 +3,9 @@
 // cache and fills the page tables), so the compute threads find the next layer mapped instead of
 // stopping at a page fault every few pages. A mapped file is only faulted in on first use, so
 // this overlaps work that happens once per process and per page: the first forward pass (time
-// to first token, cold or warm page cache); later tokens find every page mapped already.
+// to first token, cold or warm page cache); later tokens find every page mapped already. The
+// model passes the embedding table as one more "layer" after the last, so that decode steps,
+// each reading a row no step read before, do not start with a page fault either.
 #pragma once
 #include <condition_variable>
 #include <cstddef>

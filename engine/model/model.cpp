@@ -21,14 +21,19 @@ namespace {
 constexpr int64_t kDefaultContextCap = 4096;
 constexpr int64_t kMaxContext = int64_t{1} << 24;
 
-// The bytes of a layer's weight matrices inside the mapping, for the prefetch thread.
-std::vector<std::vector<std::span<const std::byte>>> layer_weight_ranges(const ModelWeights& weights) {
+// What the prefetch thread maps, inside the mapping: each layer's weight matrices, then, as a
+// last "layer" that the last layer's request(l + 1) asks for, the embedding table. Each
+// generated token reads one embedding row, nearly always one no token read before, and without
+// the table mapped each decode step began with a page fault: 75-280 µs a token on this project's
+// VM, up to 2% of a TinyLlama Q4_0 token (docs/kernels.md, "Decode, session 12").
+std::vector<std::vector<std::span<const std::byte>>> prefetch_ranges(const ModelWeights& weights) {
+  const auto bytes_of = [](const WeightMatrix& m) { return std::span(m.data, static_cast<std::size_t>(m.rows * row_bytes(m))); };
   std::vector<std::vector<std::span<const std::byte>>> ranges;
   for (const LayerWeights& w : weights.layers) {
     auto& layer = ranges.emplace_back();
-    for (const WeightMatrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down})
-      layer.emplace_back(m->data, static_cast<std::size_t>(m->rows * row_bytes(*m)));
+    for (const WeightMatrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) layer.push_back(bytes_of(*m));
   }
+  ranges.push_back({bytes_of(weights.token_embedding)});
   return ranges;
 }
 
@@ -73,7 +78,7 @@ Model::Model(const std::string& path, const ModelOptions& options)
   for (auto* buffer : {&b.hb, &b.hb2}) buffer->resize(chunk * c.ffn_dim);
   b.rope.resize(chunk * c.head_dim);
   b.scores.resize(c.n_heads * shape.context);
-  if (options.prefetch) prefetcher_ = std::make_unique<LayerPrefetcher>(layer_weight_ranges(weights_));
+  if (options.prefetch) prefetcher_ = std::make_unique<LayerPrefetcher>(prefetch_ranges(weights_));
 }
 
 Model::~Model() = default;

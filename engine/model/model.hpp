@@ -29,7 +29,7 @@ struct ModelOptions {
   int32_t sequences = 1;       // sequences in flight at once, each with its own KV cache rows
   KvType kv_type = KvType::f32;
   bool mlock = false;          // lock the weights in memory (--mlock)
-  bool prefetch = false;       // double buffering: map layer l + 1 while layer l computes (--prefetch)
+  bool prefetch = false;       // double buffering: map layer l + 1 while layer l computes, then the embedding table (--prefetch)
   std::shared_ptr<const WeightPlacement> placement{};        // --placement: the NUMA copies threads read; null: the mapping
   std::shared_ptr<const TensorParallel> tensor_parallel{};  // --numa mpi: this rank computes its share of every projection
 };

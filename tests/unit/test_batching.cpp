@@ -167,16 +167,18 @@ TEST_F(Batching, PrefetchAndMlockChangeNoResult) {
   Model prefetching(path_, ModelOptions{.context = 32, .prefetch = true});
   const auto logits = prefetching.forward_batch(prompt, 0);
   EXPECT_EQ(std::vector<float>(logits.begin(), logits.end()), expected_copy);
-  // Layers 1..3 were requested while layers 0..2 ran; wait for the thread to map them.
-  uint64_t layer_bytes = 0;
+  // Layers 1..3 were requested while layers 0..2 ran, and the embedding table while layer 3 ran;
+  // wait for the thread to map them.
+  const WeightMatrix& embedding = prefetching.weights().token_embedding;
+  uint64_t expected_bytes = embedding.rows * row_bytes(embedding);
   for (int l = 1; l < 4; ++l)
     for (const WeightMatrix* m : {&prefetching.weights().layers[l].wq, &prefetching.weights().layers[l].wk,
                                   &prefetching.weights().layers[l].wv, &prefetching.weights().layers[l].wo,
                                   &prefetching.weights().layers[l].w_gate, &prefetching.weights().layers[l].w_up,
                                   &prefetching.weights().layers[l].w_down})
-      layer_bytes += m->rows * row_bytes(*m);
-  for (int i = 0; i < 500 && prefetching.prefetched_bytes() < layer_bytes; ++i) usleep(2000);
-  EXPECT_EQ(prefetching.prefetched_bytes(), layer_bytes);
+      expected_bytes += m->rows * row_bytes(*m);
+  for (int i = 0; i < 500 && prefetching.prefetched_bytes() < expected_bytes; ++i) usleep(2000);
+  EXPECT_EQ(prefetching.prefetched_bytes(), expected_bytes);
 
   Model locked(path_, ModelOptions{.context = 32, .mlock = true});
   const auto locked_logits = locked.forward_batch(prompt, 0);

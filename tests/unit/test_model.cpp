@@ -163,6 +163,45 @@ std::size_t resident_bytes_of(const std::byte* data, std::size_t bytes) {
   return static_cast<std::size_t>(std::count_if(in_core.begin(), in_core.end(), [](unsigned char c) { return c & 1; })) * page;
 }
 
+// Pages of [data, data + bytes) not in this process's page tables (/proc/self/pagemap's present
+// bit), whatever the page cache holds; SIZE_MAX where pagemap cannot be read.
+std::size_t unmapped_pages_of(const std::byte* data, std::size_t bytes) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = reinterpret_cast<uintptr_t>(data) / page, last = (reinterpret_cast<uintptr_t>(data) + bytes - 1) / page;
+  std::vector<uint64_t> entries(last - first + 1);
+  std::ifstream pagemap("/proc/self/pagemap", std::ios::binary);
+  pagemap.seekg(static_cast<std::streamoff>(first * sizeof(uint64_t)));
+  pagemap.read(reinterpret_cast<char*>(entries.data()), static_cast<std::streamsize>(entries.size() * sizeof(uint64_t)));
+  if (!pagemap) return SIZE_MAX;
+  return static_cast<std::size_t>(std::count_if(entries.begin(), entries.end(), [](uint64_t e) { return (e >> 63) == 0; }));
+}
+
+// Each decode step reads one row of the embedding table, nearly always one no step read before.
+// With --prefetch the table is mapped after the first forward pass's last layer, so that no
+// later step starts with a page fault; without it, one forward pass leaves most of it unmapped
+// (the control that the probe sees unmapped pages).
+TEST(Model, PrefetchMapsTheEmbeddingTable) {
+  test::TempDir dir;
+  SyntheticModelOptions options;
+  options.shape = {"custom", 1, 256, 512, 4, 4, 8192, 64};  // an embedding table of 8192 x 256 FP32: 8 MiB
+  options.dtype = GgmlType::F32;
+  options.progress = false;
+  const std::string path = dir.file("wide_vocabulary.gguf");
+  write_synthetic_model(path, options);
+  const auto unmapped_after_one_token = [&](bool prefetch) {
+    Model model(path, ModelOptions{.context = 64, .prefetch = prefetch});
+    model.forward(1, 0);
+    const WeightMatrix& embedding = model.weights().token_embedding;
+    const auto bytes = static_cast<std::size_t>(embedding.rows * row_bytes(embedding));
+    for (int i = 0; i < 500 && prefetch && model.prefetched_bytes() < bytes; ++i) usleep(2000);
+    return unmapped_pages_of(embedding.data, bytes);
+  };
+  EXPECT_EQ(unmapped_after_one_token(true), 0u);
+  const std::size_t unmapped = unmapped_after_one_token(false);
+  EXPECT_NE(unmapped, SIZE_MAX);
+  EXPECT_GT(unmapped, 0u);
+}
+
 // The cache is sized for the whole context but takes memory only as positions are stored, a
 // 2 MiB step of rows at a time (here 512 rows of 4 KiB): none before the first store; a step for
 // a store at position 100; nothing more for one inside that step; a step more past it; and at
