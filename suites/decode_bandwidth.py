@@ -6,8 +6,12 @@ tokens/s x weight bytes per token is the bandwidth decode achieves; the issue's 
 at least 85% of the read bandwidth measured with the same thread count right before: the faster
 of bench_kernels' memory_read (memory in whatever pages the system gives) and memory_read_huge
 (2 MiB pages), as either may be the machine's best. For each model: generate (or reuse) a
-synthetic model at a real shape, quantize it, run `cpullm generate --ignore-eos`, and print one
-line per case.
+synthetic model at a real shape, quantize it, run `cpullm generate --ignore-eos --prefetch`, and
+print one line per case. `--prefetch` maps the embedding table after the first pass: each
+generated token reads one row of it, nearly always one no token read before, and a run of a few
+dozen tokens would otherwise time a page fault a token that a long-running server, whose table
+is mapped by then, does not pay (75-190 us a token on this project's VM; docs/kernels.md,
+"Decode, session 12").
 
 On a shared host the roof and the decode speed both move from one second to the next, so
 `--repeat N` runs every case N times (the roof measured again before each) and ends with each
@@ -95,7 +99,7 @@ def decode_speed(args, cpullm, path, isa):
     model = cold_copy(path) if args.fresh_copies else path
     try:
         proc = run([cpullm, "generate", "-m", model, "-p", "Once upon a time", "-n", str(args.tokens),
-                    "--ignore-eos", "-t", str(args.threads), "--isa", isa, "-c", "512"])
+                    "--ignore-eos", "--prefetch", "-t", str(args.threads), "--isa", isa, "-c", "512"])
     finally:
         if args.fresh_copies:
             os.remove(model)
