@@ -10,7 +10,7 @@ synthetic model at a real shape, quantize it, run `cpullm generate --ignore-eos 
 print one line per case. `--prefetch` maps the embedding table after the first pass: each
 generated token reads one row of it, nearly always one no token read before, and a run of a few
 dozen tokens would otherwise time a page fault a token that a long-running server, whose table
-is mapped by then, does not pay (75-190 us a token on this project's VM; docs/kernels.md,
+is mapped by then, does not pay (75-500 us a token on this project's VM; docs/kernels.md,
 "Decode, session 12").
 
 On a shared host the roof and the decode speed both move from one second to the next, so

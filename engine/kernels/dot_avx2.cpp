@@ -150,7 +150,7 @@ struct Avx2BlockDot {
           BlockQ4_0 tail[16] = {};
           std::copy(w.blocks + b, w.blocks + blocks, tail);
           q4_0_half_step<T>(tail, 0, a, b, even);
-          if (blocks - b > 2) q4_0_half_step<T>(tail, 1, a, b, odd);
+          if (blocks - b > 2) q4_0_half_step<T>(tail, 1, a, b, odd);  // half 1 starts at block 2
         }
       } else {
         const auto step = [&](int64_t b, __m256 (&acc)[T]) {

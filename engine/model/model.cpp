@@ -24,8 +24,8 @@ constexpr int64_t kMaxContext = int64_t{1} << 24;
 // What the prefetch thread maps, inside the mapping: each layer's weight matrices, then, as a
 // last "layer" that the last layer's request(l + 1) asks for, the embedding table. Each
 // generated token reads one embedding row, nearly always one no token read before, and without
-// the table mapped each decode step began with a page fault: 75-280 µs a token on this project's
-// VM, up to 2% of a TinyLlama Q4_0 token (docs/kernels.md, "Decode, session 12").
+// the table mapped each decode step began with a page fault: 75-500 µs a token on this project's
+// VM, up to 2% of a token (docs/kernels.md, "Decode, session 12").
 std::vector<std::vector<std::span<const std::byte>>> prefetch_ranges(const ModelWeights& weights) {
   const auto bytes_of = [](const WeightMatrix& m) { return std::span(m.data, static_cast<std::size_t>(m.rows * row_bytes(m))); };
   std::vector<std::vector<std::span<const std::byte>>> ranges;

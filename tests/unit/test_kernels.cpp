@@ -135,13 +135,14 @@ TEST(Matvec, SameResultForAnyThreadCount) {
 // The kernels load several blocks at a time; a mapped weight file may end right after a
 // matrix, so none may read past its last byte. The matrix here ends at an inaccessible page:
 // a read past it would crash the test. Columns of 1, 3, 5 and 13 blocks end the row in each
-// partial step of the AVX2 pairs and the AVX-512 pairs and groups of four.
+// partial step of the AVX2 pairs and the AVX-512 pairs and groups of four; 16 and 17 end it with
+// a full Q4_0 step of 16 blocks, whose loads are not masked, and with one block after one.
 TEST(Matvec, ReadsNothingPastTheMatrix) {
   const long page = sysconf(_SC_PAGESIZE);
   std::mt19937 rng(9);
   for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
                         GgmlType::CPULLM_INT8_CHANNEL})
-    for (int64_t cols : {32, 96, 160, 416}) {
+    for (int64_t cols : {32, 96, 160, 416, 512, 544}) {
       const Matrix m = random_matrix(type, 3, cols, rng);
       const auto bytes = static_cast<long>(m.storage.size()), pages = (bytes + page - 1) / page;
       auto* region = static_cast<std::byte*>(mmap(nullptr, (pages + 1) * page, PROT_READ | PROT_WRITE,
