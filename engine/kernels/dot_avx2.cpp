@@ -94,6 +94,7 @@ inline void q4_0_half_step(const BlockQ4_0* step, int s, const QuantizedActivati
   __m256i low[4], high[4];
 #pragma GCC unroll 4
   for (int j = 0; j < 4; ++j) {
+    prefetch_ahead(first(j));
     const __m256i nibbles = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(first(j)[1].nibbles),
                                                 reinterpret_cast<const __m128i*>(first(j)[0].nibbles));
     low[j] = _mm256_and_si256(nibbles, mask);
@@ -164,7 +165,7 @@ struct Avx2BlockDot {
           }
         };
         int64_t b = 0;
-        for (; b + 2 <= blocks; b += 2) step(b, even), step(b + 1, odd);
+        for (; b + 2 <= blocks; b += 2) prefetch_ahead(w.address(b)), step(b, even), step(b + 1, odd);
         if (b < blocks) step(b, even);
       }
 #pragma GCC unroll 4

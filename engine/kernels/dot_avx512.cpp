@@ -96,6 +96,7 @@ inline __m512 pair_scales(const Int8ChannelRow& w, int64_t, bool) { return _mm51
 
 template <int T, typename Row>
 inline void natural_pair(const Row& w, int64_t b, bool pair, const QuantizedActivations* const* a, __m512 (&acc)[T]) {
+  prefetch_ahead(w.address(b));
   const __m512i weights = pair_weights(w, b, pair);
   const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(),
                                          _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(static_cast<char>(0x80)), weights));
@@ -145,6 +146,8 @@ inline void q4_0_sixteen_blocks(const BlockQ4_0* blocks, int64_t count, const Qu
 #pragma GCC unroll 4
   for (int g = 0; g < 4; ++g) {
     heads[g] = head(g);
+    prefetch_ahead(step + g * kGroupBytes);
+    prefetch_ahead(step + g * kGroupBytes + 64);
     const __m512i group = _mm512_permutex2var_epi16(heads[g], gather, tail(g));
     low[g] = _mm512_and_si512(group, mask);
     high[g] = _mm512_and_si512(_mm512_srli_epi16(group, 4), mask);

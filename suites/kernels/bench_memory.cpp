@@ -38,7 +38,9 @@ cpullm::AlignedVector<float>& array(int index) {
 
 // Reads n bytes (a multiple of 128) from `bytes` with `threads` threads: four independent
 // integer sums per thread (one chain would be bound by add latency, not by memory; integers,
-// as a file's bytes read as floats can be NaNs and denormals).
+// as a file's bytes read as floats can be NaNs and denormals). kWork > 0 gives the core kWork
+// multiply-adds (vpmaddwd) per 32 bytes loaded, each summed, as a kernel's compute would.
+template <int kWork = 0>
 __m256i read_all(const std::byte* bytes, int64_t n, int threads) {
   __m256i total = _mm256_setzero_si256();
 #pragma omp parallel num_threads(threads)
@@ -46,8 +48,11 @@ __m256i read_all(const std::byte* bytes, int64_t n, int threads) {
     __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < n; i += 128)
-      for (int k = 0; k < 4; ++k)
-        acc[k] = _mm256_add_epi32(acc[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + i + 32 * k)));
+      for (int k = 0; k < 4; ++k) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + i + 32 * k));
+        if constexpr (kWork == 0) acc[k] = _mm256_add_epi32(acc[k], v);
+        for (int w = 0; w < kWork; ++w) acc[k] = _mm256_add_epi32(acc[k], _mm256_madd_epi16(v, _mm256_set1_epi16(static_cast<int16_t>(w + 1))));
+      }
 #pragma omp critical
     total = _mm256_add_epi32(total, _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3])));
   }
@@ -61,11 +66,9 @@ void BM_ReadBandwidth(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kBytes);
 }
 
-// The same read over anonymous memory the kernel was asked to back with 2 MiB pages
-// (MADV_HUGEPAGE on a 2 MiB-aligned mapping; the label says how much it did): whether the roof,
-// read from a std::vector in whatever pages the system gives it, would read faster from huge
-// pages. On this project's VM it read 0.97-1.19x as fast (docs/kernels.md, "Decode, session 11").
-void BM_ReadHugePages(benchmark::State& state) {
+// 1 GiB of anonymous memory the kernel was asked to back with 2 MiB pages (MADV_HUGEPAGE on a
+// 2 MiB-aligned mapping), written once; nullptr where it cannot be mapped.
+const std::byte* huge_page_buffer() {
   constexpr std::size_t kHuge = std::size_t{2} << 20;
   static std::byte* const bytes = []() -> std::byte* {
     try {
@@ -74,10 +77,24 @@ void BM_ReadHugePages(benchmark::State& state) {
       auto* aligned = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(memory.data()) + kHuge - 1) / kHuge * kHuge);
       std::memset(aligned, 1, kBytes);
       return aligned;
-    } catch (const std::exception&) {  // the mapping failed: skipped below
+    } catch (const std::exception&) {
       return nullptr;
     }
   }();
+  return bytes;
+}
+
+std::string huge_page_label(const std::byte* bytes) {
+  const std::optional<std::size_t> huge = cpullm::huge_page_bytes(bytes, kBytes);
+  return huge ? fmt::format("{:.0f}% in 2 MiB pages", 100.0 * static_cast<double>(*huge) / kBytes)
+              : std::string("page sizes unknown (no /proc/self/smaps)");
+}
+
+// The read over the huge-page buffer: whether the roof, read from a std::vector in whatever
+// pages the system gives it, would read faster from huge pages. On this project's VM it read
+// 0.97-1.19x as fast (docs/kernels.md, "Decode, session 11").
+void BM_ReadHugePages(benchmark::State& state) {
+  const std::byte* bytes = huge_page_buffer();
   if (!bytes) {
     state.SkipWithError("cannot map 1 GiB of anonymous memory");
     return;
@@ -85,10 +102,47 @@ void BM_ReadHugePages(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   for (auto _ : state) benchmark::DoNotOptimize(read_all(bytes, kBytes, threads));
   state.SetBytesProcessed(state.iterations() * kBytes);
-  const std::optional<std::size_t> huge = cpullm::huge_page_bytes(bytes, kBytes);
-  state.SetLabel(huge ? fmt::format("{:.0f}% in 2 MiB pages", 100.0 * static_cast<double>(*huge) / kBytes)
-                      : std::string("page sizes unknown (no /proc/self/smaps)"));
+  state.SetLabel(huge_page_label(bytes));
 }
+
+// How much of the roof a kernel can read while it computes: the read of memory_read_huge with
+// WORK multiply-adds per 32 bytes (memory_read_work/WORK/THREADS), and the same loop over
+// 256 KiB that stays in L2 (cache_read_work/WORK/THREADS): how fast the core computes it when
+// memory is not in the way. A decode kernel that computes at c GB/s a core against a roof share
+// of r GB/s sits between the two rows whose cache rates bracket c; their memory rates, over
+// memory_read_huge's, are what the roof leaves such a kernel on this machine
+// (docs/kernels.md, "Decode, session 12").
+template <int kWork>
+void BM_ReadWithWork(benchmark::State& state, bool in_cache) {
+  constexpr int64_t kCacheBytes = int64_t{256} << 10;
+  const std::byte* bytes = huge_page_buffer();
+  if (!bytes) {
+    state.SkipWithError("cannot map 1 GiB of anonymous memory");
+    return;
+  }
+  const int threads = static_cast<int>(state.range(1));
+  const int64_t n = in_cache ? kCacheBytes * threads : kBytes;
+  benchmark::DoNotOptimize(read_all<kWork>(bytes, n, threads));  // untimed: brings the cache case in
+  for (auto _ : state) benchmark::DoNotOptimize(read_all<kWork>(bytes, n, threads));
+  state.SetBytesProcessed(state.iterations() * n);
+  state.SetLabel(fmt::format("{} multiply-adds per 32 bytes, {}", kWork, in_cache ? "256 KiB a thread, in L2" : huge_page_label(bytes)));
+}
+
+void register_reads_with_work() {
+  const auto add = [](const char* name, auto function, bool in_cache, int work) {
+    benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(name, function, in_cache);
+    cpullm::bench::apply_thread_counts(b, work);
+    b->UseRealTime()->Unit(benchmark::kMillisecond);
+  };
+  for (bool in_cache : {false, true}) {
+    const char* name = in_cache ? "cache_read_work" : "memory_read_work";
+    add(name, BM_ReadWithWork<1>, in_cache, 1);
+    add(name, BM_ReadWithWork<2>, in_cache, 2);
+    add(name, BM_ReadWithWork<4>, in_cache, 4);
+    add(name, BM_ReadWithWork<8>, in_cache, 8);
+  }
+}
+const bool reads_with_work_registered = (register_reads_with_work(), true);
 
 // The same read over a file's pages, mapped as the engine maps a model (its first GiB at
 // most): whether this file's page-cache pages read as fast as fresh memory. On this project's
