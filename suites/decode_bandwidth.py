@@ -3,7 +3,7 @@
 
 Decoding one token reads every weight matrix once (and one embedding row), so
 tokens/s x weight bytes per token is the bandwidth decode achieves; the issue's target is
-at least 85% of the read bandwidth measured with the same thread count right before: the faster
+at least 85% of the read bandwidth measured with the same thread count around the runs: the faster
 of bench_kernels' memory_read (memory in whatever pages the system gives) and memory_read_huge
 (2 MiB pages), as either may be the machine's best. For each model: generate (or reuse) a
 synthetic model at a real shape, quantize it, run `cpullm generate --ignore-eos --prefetch`, and
@@ -14,9 +14,11 @@ is mapped by then, does not pay (75-500 us a token on this project's VM; docs/ke
 "Decode, session 12").
 
 On a shared host the roof and the decode speed both move from one second to the next, so
-`--repeat N` runs every case N times (the roof measured again before each) and ends with each
-case's median and range, and `--baseline DIR` runs a second build's cpullm next to this one's,
-against the same roof, the two taking turns going first, and reports the speed ratio of the two
+the roof is read right before and right after each case's runs and a run is held against their
+mean; `--repeat N` runs every case N times and ends with each case's median and range, over all
+runs and over the steady ones alone (the two roofs within 10% of each other: the host did not
+change state around them), and `--baseline DIR` runs a second build's cpullm next to this one's,
+against the same roofs, the two taking turns going first, and reports the speed ratio of the two
 per repetition: the comparison that holds when absolute figures do not.
 
 How a model's pages sit in the page cache changes what a decode reads per second: on this
@@ -129,7 +131,7 @@ def main():
     builds = [("", args.cpullm)] + ([("base", os.path.join(args.baseline, "cpullm"))] if args.baseline else [])
     os.makedirs(args.models, exist_ok=True)
     print(f"{'model':<12} {'format':<6} {'isa':<7} {'build':<5} {'MB/token':>9} {'tokens/s':>9} {'GB/s':>7} "
-          f"{'read GB/s':>10} {'of roof':>8} {'2M pages':>9}")
+          f"{'read GB/s':>11} {'of roof':>8} {'2M pages':>9}")
     results = {}  # (shape, fmt, isa) -> {"roof": [..], "tps": {build: [..]}, "bytes": n}
     for repetition in range(args.repeat):
         for case in args.cases.split(","):
@@ -137,27 +139,36 @@ def main():
             path = model_file(args, shape, fmt)
             per_token = weight_bytes_per_token(args, path)
             for isa in args.isa.split(","):
-                entry = results.setdefault((shape, fmt, isa), {"roof": [], "tps": {}, "bytes": per_token})
-                roof = read_bandwidth(args)
-                entry["roof"].append(roof)
+                entry = results.setdefault((shape, fmt, isa), {"roof": [], "steady": [], "tps": {}, "bytes": per_token})
+                before = read_bandwidth(args)
                 # The builds take turns going first (ABBA), so that whatever the first run after a
                 # roof measurement meets does not fall on one build only.
+                runs = []
                 for name, cpullm in (builds if repetition % 2 == 0 else builds[::-1]):
-                    tps, pages = decode_speed(args, cpullm, path, isa)
+                    runs.append((name, *decode_speed(args, cpullm, path, isa)))
+                after = read_bandwidth(args)
+                roof = (before + after) / 2
+                entry["roof"].append(roof)
+                entry["steady"].append(abs(after - before) <= 0.1 * max(before, after))
+                for name, tps, pages in runs:
                     entry["tps"].setdefault(name, []).append(tps)
                     achieved = per_token * tps
                     print(f"{shape:<12} {fmt:<6} {isa:<7} {name:<5} {per_token / 1e6:9.1f} {tps:9.2f} "
-                          f"{achieved / 1e9:7.1f} {roof / 1e9:10.1f} {achieved / roof:8.0%} {pages:>9}", flush=True)
+                          f"{achieved / 1e9:7.1f} {before / 1e9:5.1f}/{after / 1e9:<5.1f} {achieved / roof:8.0%} {pages:>9}",
+                          flush=True)
     if args.repeat > 1 or args.baseline:
-        print(f"\nmedian (range) over {args.repeat} repetitions; of roof: each run against the roof measured "
-              "right before it" + ("; ratio: this build's tokens/s over the baseline's, run after run" if args.baseline else ""))
+        print(f"\nmedian (range) over {args.repeat} repetitions; read GB/s: the mean of the roofs read before and after "
+              "each case's runs; of roof: each run against that mean, over all runs and over the steady ones (roofs "
+              "within 10%)" + ("; ratio: this build's tokens/s over the baseline's, run after run" if args.baseline else ""))
         for (shape, fmt, isa), entry in results.items():
             for name, _ in builds:
                 tps = entry["tps"][name]
                 of_roof = [entry["bytes"] * t / r for t, r in zip(tps, entry["roof"])]
+                steady = [share for share, ok in zip(of_roof, entry["steady"]) if ok]
                 line = (f"{shape:<12} {fmt:<6} {isa:<7} {name:<5} tokens/s {spread(tps, lambda v: f'{v:.1f}')}  "
                         f"read GB/s {spread(entry['roof'], lambda v: f'{v / 1e9:.1f}')}  "
-                        f"of roof {spread(of_roof, lambda v: f'{v:.0%}')}")
+                        f"of roof {spread(of_roof, lambda v: f'{v:.0%}')}, steady {len(steady)} of {len(of_roof)}"
+                        + (f": {spread(steady, lambda v: f'{v:.0%}')}" if steady else ""))
                 if name == "base":
                     ratios = [a / b for a, b in zip(entry["tps"][""], tps)]
                     line += f"  ratio {spread(ratios, lambda v: f'{v:.2f}')}"
