@@ -12,12 +12,13 @@ namespace cpullm {
 
 inline __m256i load32_i8(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
-// Decode reads each weight row from memory once, in order. The hardware prefetchers do not cross
-// a 4 KiB page, so the row kernels ask for the line 4 KiB ahead of every 36 to 68 bytes they load
+// Decode reads each weight row from memory once, in order. x86 hardware prefetchers are not made
+// to cross a 4 KiB page (the likely reason this helps; not measured directly here), so the row
+// kernels ask for the line 4 KiB ahead of every 36 to 68 bytes they load
 // (into L1): the stream then never waits at a page boundary. Past a row's end these are the rows
 // the same thread reads next; a prefetch never faults, wherever it points. `bench_kernels
 // matvec_decode` from a 1 GiB file, AVX-512 Q4_0 at the 7B width: 0.96-0.99 of the read roof
-// against 0.82-0.88 without, 1 KiB ahead worse, 8 and 16 KiB no better; the engine 1.12-1.27x
+// against 0.82-0.88 without, 1 KiB ahead worse, 8 and 16 KiB no better; the engine 1.09-1.14x
 // (docs/kernels.md, "Decode, session 12").
 inline constexpr int64_t kPrefetchAhead = 4096;
 inline void prefetch_ahead(const void* p) { _mm_prefetch(static_cast<const char*>(p) + kPrefetchAhead, _MM_HINT_T0); }
