@@ -45,6 +45,7 @@ struct BenchOptions {
   std::string workload_dir = "models/workloads";
   std::string db;
   bool regions = true;  // with --db: the instrumented repetition and the roofs (--no-regions: neither)
+  bool roof_pairs = false;  // the paired repetition: each decode step against a read of memory after it
   std::optional<int64_t> resume_id;
   bool resume = false;
   std::string command;  // the command line, for the results database
@@ -225,6 +226,7 @@ void run_bench(BenchOptions& o, const CLI::App& command) {
   if (!o.workload.empty()) apply_workload(o, command);
   if (o.models.empty()) fail("bench: give a model with -m FILE (or a --workload NAME)");
   if (o.load && o.processes) fail("--load and --processes are separate scenarios: give one");
+  if (o.roof_pairs && (o.load || o.processes)) fail("--roof-pairs measures the points' decode steps, not the --load or --processes scenario");
   BenchParams params = bench_params(o);
   if (o.load) {  // requests have both a prompt and a generation: -pg's first pair
     if (params.prompt_gen.size() != 1) fail("--load needs the request lengths as one -pg PROMPT,GEN (or a --workload)");
@@ -244,12 +246,13 @@ void run_bench(BenchOptions& o, const CLI::App& command) {
     if (db.db) db.db->finish_run(db.run_id);
     return;
   }
-  const std::unique_ptr<Reporter> reporter = make_reporter(o.output, stdout, point_markdown_columns(points), "test");
+  const std::unique_ptr<Reporter> reporter = make_reporter(o.output, stdout, point_markdown_columns(points, o.roof_pairs), "test");
   const HostInfo host = detect_host();
   std::set<std::string> printed_notes;  // each note once, not once per point
   // With --db each point also gets an instrumented repetition after its timed ones: the regions table.
   PointRequest request;
   request.profile = db.db != nullptr && o.regions;
+  request.roof_pairs = o.roof_pairs;
   for (std::size_t i = 0; i < points.size(); ++i) {
     const BenchPoint& point = points[i];
     if (db.done.contains(point.case_name())) continue;
@@ -319,6 +322,8 @@ void register_bench(CLI::App& app) {
   command->add_option("--db", o->db, "Results database: SQLite file or postgresql:// URL; every point committed at once");
   command->add_flag("!--no-regions", o->regions, "With --db, skip the instrumented repetition that stores each point's "
                     "regions and the roofs it measures (about a second per thread count): for callers running bench many times");
+  command->add_flag("--roof-pairs", o->roof_pairs, "One more repetition, each decode step followed by a read of memory on the "
+                    "same threads: the decode's weight bandwidth against the read roof, pair by pair (docs/bench.md)");
   command->add_flag("--load", o->load, "The load scenario: Poisson arrivals against continuous batching (docs/bench.md)");
   command->add_option("--rate", o->rates, "--load: requests per second, comma list")->delimiter(',')->capture_default_str();
   command->add_option("--requests", o->requests, "--load: requests per run")->check(CLI::Range(1, 1000000))->capture_default_str();

@@ -6,12 +6,19 @@ tokens/s x weight bytes per token is the bandwidth decode achieves; the issue's 
 at least 85% of the read bandwidth measured with the same thread count around the runs: the faster
 of bench_kernels' memory_read (memory in whatever pages the system gives) and memory_read_huge
 (2 MiB pages), as either may be the machine's best. For each model: generate (or reuse) a
-synthetic model at a real shape, quantize it, run `cpullm generate --ignore-eos --prefetch`, and
-print one line per case. `--prefetch` maps the embedding table after the first pass: each
-generated token reads one row of it, nearly always one no token read before, and a run of a few
-dozen tokens would otherwise time a page fault a token that a long-running server, whose table
-is mapped by then, does not pay (75-500 us a token on this project's VM; docs/kernels.md,
-"Decode, session 12").
+synthetic model at a real shape, quantize it, run `cpullm bench -p 0 -n TOKENS --prefetch 1 -r 1`
+(a warm-up token, then TOKENS decode steps timed; tokens/s is the steps after the first token's,
+as `cpullm generate` counts them), and print one line per run. `--prefetch` maps the embedding
+table after the first pass: each generated token reads one row of it, nearly always one no token
+read before, and a run of a few dozen tokens would otherwise time a page fault a token that a
+long-running server, whose table is mapped by then, does not pay (75-500 us a token on this
+project's VM; docs/kernels.md, "Decode, session 12").
+
+The same bench run also measures the roof inside the process, step by step (`--roof-pairs`,
+docs/bench.md): after its timed repetition, one more decode whose every step is followed by a
+read of anonymous memory as large as the step's weights, on the same threads. "paired" is the
+decode's weight bandwidth over that read's, over all pairs; "p50" the median of the pairs' own
+ratios. A host whose bandwidth changes within seconds moves both sides of a pair alike.
 
 On a shared host the roof and the decode speed both move from one second to the next, so
 the roof is read right before and right after each case's runs and a run is held against their
@@ -28,7 +35,7 @@ in 2 MiB folios (docs/kernels.md, "Decode, session 10"). `--fresh-copies` gives 
 copy of the model, written back to disk and dropped from the page cache just before the run
 (deleted after it): the engine then reads it from disk as a server does when it starts, through
 its mapping's huge-page advice, and no writeback of a copy runs beside a decode. The "2M pages"
-column is the share of the model the run had mapped in 2 MiB pages (cpullm generate says it).
+column is the share of the model the run had mapped in 2 MiB pages (cpullm bench says it).
 
 Usage: suites/decode_bandwidth.py [--build build] [--models DIR] [--threads 2] [--tokens 64]
        [--isa avx2,avx512] [--cases tinyllama:q8_0,tinyllama:q4_0,llama7b-4l:q8_0,llama7b-4l:q4_0]
@@ -66,11 +73,13 @@ def model_file(args, shape, fmt):
 
 
 def weight_bytes_per_token(args, path):
-    """Every tensor is read once per token except the embedding table, of which one row."""
-    info = json.loads(run([args.cpullm, "info", path, "--json"]).stdout)
+    """Every tensor is read once per token except the embedding table, of which one row (all of it
+    where the output projection is the table itself)."""
+    tensors = json.loads(run([args.cpullm, "info", path, "--json"]).stdout)["tensors"]
+    tied = not any(t["name"] == "output.weight" for t in tensors)
     total = 0
-    for t in info["tensors"]:
-        if t["name"] == "token_embd.weight":
+    for t in tensors:
+        if t["name"] == "token_embd.weight" and not tied:
             total += t["bytes"] // t["shape"][1]
         else:
             total += t["bytes"]
@@ -96,18 +105,21 @@ def cold_copy(path):
     return copy
 
 
-def decode_speed(args, cpullm, path, isa):
-    """tokens/s, and the share of the model mapped in 2 MiB pages ("?" where the build does not say)."""
+def decode_speed(args, cpullm, path, isa, paired):
+    """tokens/s, the share of the model mapped in 2 MiB pages, and with `paired` the bench run's
+    paired shares of the roof (over all pairs, and their median) and its weight bytes a step."""
     model = cold_copy(path) if args.fresh_copies else path
     try:
-        proc = run([cpullm, "generate", "-m", model, "-p", "Once upon a time", "-n", str(args.tokens),
-                    "--ignore-eos", "--prefetch", "-t", str(args.threads), "--isa", isa, "-c", "512"])
+        proc = run([cpullm, "bench", "-m", model, "-p", "0", "-n", str(args.tokens), "-t", str(args.threads),
+                    "--isa", isa, "--prefetch", "1", "-r", "1", "-o", "json"] + (["--roof-pairs"] if paired else []))
+        size = os.path.getsize(model)
     finally:
         if args.fresh_copies:
             os.remove(model)
-    pages = re.search(r"model mapped (\d+)% in 2 MiB pages", proc.stderr)
-    return (float(re.search(r"generated \d+ tokens, ([\d.]+) tokens/s", proc.stderr).group(1)),
-            pages.group(1) + "%" if pages else "?")
+    record = json.loads(proc.stdout)[0]
+    huge = record.get("model_huge_page_bytes")
+    return (1e3 / record["tpot_ms"], f"{100 * huge / size:.0f}%" if huge is not None else "?",
+            record.get("paired_roof_share"), record.get("paired_roof_share_p50"), record.get("paired_step_bytes"))
 
 
 def spread(values, fmt):
@@ -131,35 +143,45 @@ def main():
     builds = [("", args.cpullm)] + ([("base", os.path.join(args.baseline, "cpullm"))] if args.baseline else [])
     os.makedirs(args.models, exist_ok=True)
     print(f"{'model':<12} {'format':<6} {'isa':<7} {'build':<5} {'MB/token':>9} {'tokens/s':>9} {'GB/s':>7} "
-          f"{'read GB/s':>11} {'of roof':>8} {'2M pages':>9}")
-    results = {}  # (shape, fmt, isa) -> {"roof": [..], "tps": {build: [..]}, "bytes": n}
+          f"{'read GB/s':>11} {'of roof':>8} {'paired':>7} {'p50':>5} {'2M pages':>9}")
+    results = {}  # (shape, fmt, isa) -> {"roof": [..], "steady": [..], "tps": {build: [..]}, "paired": [..], "p50": [..], "bytes": n}
     for repetition in range(args.repeat):
         for case in args.cases.split(","):
             shape, fmt = case.split(":")
             path = model_file(args, shape, fmt)
             per_token = weight_bytes_per_token(args, path)
             for isa in args.isa.split(","):
-                entry = results.setdefault((shape, fmt, isa), {"roof": [], "steady": [], "tps": {}, "bytes": per_token})
+                entry = results.setdefault((shape, fmt, isa), {"roof": [], "steady": [], "tps": {}, "paired": [], "p50": [],
+                                                               "bytes": per_token})
                 before = read_bandwidth(args)
                 # The builds take turns going first (ABBA), so that whatever the first run after a
-                # roof measurement meets does not fall on one build only.
+                # roof measurement meets does not fall on one build only. Only this build pairs its
+                # steps with reads (a baseline may predate --roof-pairs); the timed steps come first.
                 runs = []
                 for name, cpullm in (builds if repetition % 2 == 0 else builds[::-1]):
-                    runs.append((name, *decode_speed(args, cpullm, path, isa)))
+                    runs.append((name, *decode_speed(args, cpullm, path, isa, paired=name == "")))
                 after = read_bandwidth(args)
                 roof = (before + after) / 2
                 entry["roof"].append(roof)
                 entry["steady"].append(abs(after - before) <= 0.1 * max(before, after))
-                for name, tps, pages in runs:
+                for name, tps, pages, paired, p50, step_bytes in runs:
                     entry["tps"].setdefault(name, []).append(tps)
+                    if name == "":
+                        if step_bytes != per_token:
+                            sys.exit(f"{path}: cpullm bench counts {step_bytes} weight bytes a step, this script {per_token}")
+                        entry["paired"].append(paired)
+                        entry["p50"].append(p50)
                     achieved = per_token * tps
+                    pair_columns = f"{paired:7.0%} {p50:5.0%}" if name == "" else f"{'':7} {'':5}"
                     print(f"{shape:<12} {fmt:<6} {isa:<7} {name:<5} {per_token / 1e6:9.1f} {tps:9.2f} "
-                          f"{achieved / 1e9:7.1f} {before / 1e9:5.1f}/{after / 1e9:<5.1f} {achieved / roof:8.0%} {pages:>9}",
-                          flush=True)
+                          f"{achieved / 1e9:7.1f} {before / 1e9:5.1f}/{after / 1e9:<5.1f} {achieved / roof:8.0%} "
+                          f"{pair_columns} {pages:>9}", flush=True)
     if args.repeat > 1 or args.baseline:
         print(f"\nmedian (range) over {args.repeat} repetitions; read GB/s: the mean of the roofs read before and after "
               "each case's runs; of roof: each run against that mean, over all runs and over the steady ones (roofs "
-              "within 10%)" + ("; ratio: this build's tokens/s over the baseline's, run after run" if args.baseline else ""))
+              "within 10%); paired, p50: the in-process pairs of each run (this build)"
+              + ("; ratio: this build's tokens/s over the baseline's, run after run" if args.baseline else ""))
+        percent = lambda v: f"{v:.0%}"
         for (shape, fmt, isa), entry in results.items():
             for name, _ in builds:
                 tps = entry["tps"][name]
@@ -167,9 +189,11 @@ def main():
                 steady = [share for share, ok in zip(of_roof, entry["steady"]) if ok]
                 line = (f"{shape:<12} {fmt:<6} {isa:<7} {name:<5} tokens/s {spread(tps, lambda v: f'{v:.1f}')}  "
                         f"read GB/s {spread(entry['roof'], lambda v: f'{v / 1e9:.1f}')}  "
-                        f"of roof {spread(of_roof, lambda v: f'{v:.0%}')}, steady {len(steady)} of {len(of_roof)}"
-                        + (f": {spread(steady, lambda v: f'{v:.0%}')}" if steady else ""))
-                if name == "base":
+                        f"of roof {spread(of_roof, percent)}, steady {len(steady)} of {len(of_roof)}"
+                        + (f": {spread(steady, percent)}" if steady else ""))
+                if name == "":
+                    line += f"  paired {spread(entry['paired'], percent)}  p50 {spread(entry['p50'], percent)}"
+                else:
                     ratios = [a / b for a, b in zip(entry["tps"][""], tps)]
                     line += f"  ratio {spread(ratios, lambda v: f'{v:.2f}')}"
                 print(line)

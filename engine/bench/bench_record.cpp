@@ -67,6 +67,29 @@ void add_percentiles(Record& r, const std::string& name, const std::vector<doubl
   for (int p : {50, 90, 99}) r[fmt::format("{}_p{}_ms", name, p)] = value_or_null(!samples.empty(), percentile(samples, p));
 }
 
+// --roof-pairs: the decode's weight bandwidth and the read roof over all pairs, their ratio, and
+// the median of the pairs' own ratios (null without pairs).
+void add_roof_pairs(Record& r, const std::optional<RoofPairs>& pairs) {
+  const bool paired = pairs && !pairs->step_ms.empty();
+  double decode_gbs = 0, read_gbs = 0, median_share = 0;
+  if (paired) {
+    const auto gbs = [](double bytes, double ms) { return bytes / ms / 1e6; };
+    const double step_bytes = static_cast<double>(pairs->step_bytes), read_bytes = static_cast<double>(pairs->read_bytes);
+    std::vector<double> shares;
+    for (std::size_t i = 0; i < pairs->step_ms.size(); ++i)
+      shares.push_back(gbs(step_bytes, pairs->step_ms[i]) / gbs(read_bytes, pairs->read_ms[i]));
+    decode_gbs = gbs(step_bytes, mean(pairs->step_ms));
+    read_gbs = gbs(read_bytes, mean(pairs->read_ms));
+    median_share = percentile(shares, 50);
+  }
+  r["paired_steps"] = paired ? Record(pairs->step_ms.size()) : Record(nullptr);
+  r["paired_step_bytes"] = paired ? Record(pairs->step_bytes) : Record(nullptr);
+  r["paired_decode_gbs"] = value_or_null(paired, decode_gbs);
+  r["paired_read_gbs"] = value_or_null(paired, read_gbs);
+  r["paired_roof_share"] = value_or_null(paired, decode_gbs / read_gbs);
+  r["paired_roof_share_p50"] = value_or_null(paired, median_share);
+}
+
 }  // namespace
 
 Record point_record(const BenchPoint& p, const PointMeasurement& m, const HostInfo& host) {
@@ -93,6 +116,7 @@ Record point_record(const BenchPoint& p, const PointMeasurement& m, const HostIn
   // --numa placements that copy the matrices, decode reads the copies instead.
   r["model_huge_page_bytes"] = m.huge_page_bytes ? Record(*m.huge_page_bytes) : Record(nullptr);
   r["energy_j"] = value_or_null(!m.energy_j.empty(), mean(m.energy_j));  // per repetition, as avg_ns; null without RAPL
+  add_roof_pairs(r, m.roof_pairs);
   r["notes"] = joined_notes(m.machine.notes);
   return r;
 }
@@ -173,7 +197,7 @@ std::vector<MarkdownColumn> sharing_markdown_columns() {
           {"model saved", "model_saved_fraction", Kind::number, ""}, {"seed claimed", "seed_claimed_saved_fraction", Kind::number, ""}};
 }
 
-std::vector<MarkdownColumn> point_markdown_columns(const std::vector<BenchPoint>& points) {
+std::vector<MarkdownColumn> point_markdown_columns(const std::vector<BenchPoint>& points, bool roof_pairs) {
   using Kind = MarkdownColumn::Kind;
   std::vector<MarkdownColumn> columns = {{"model", "model_type", Kind::text, ""},
                                          {"size", "model_size", Kind::bytes, ""},
@@ -201,6 +225,11 @@ std::vector<MarkdownColumn> point_markdown_columns(const std::vector<BenchPoint>
                                  {"tpot ms", "tpot_ms", Kind::number, ""},
                                  {"itl p99 ms", "itl_p99_ms", Kind::number, ""},
                                  {"peak RSS", "peak_rss_bytes", Kind::bytes, ""}});
+  if (roof_pairs)
+    columns.insert(columns.end(), {{"paired GB/s", "paired_decode_gbs", Kind::number, ""},
+                                   {"read GB/s", "paired_read_gbs", Kind::number, ""},
+                                   {"of roof", "paired_roof_share", Kind::number, ""},
+                                   {"of roof p50", "paired_roof_share_p50", Kind::number, ""}});
   return columns;
 }
 

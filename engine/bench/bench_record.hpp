@@ -34,7 +34,8 @@ Record sharing_record(const BenchPoint& point, const SharingSettings& settings, 
 std::vector<MarkdownColumn> sharing_markdown_columns();
 
 // llama-bench's table (model, size, params, backend, threads, test, t/s) plus the cpullm
-// dimensions that take a non-default value in some point, and the latency columns.
-std::vector<MarkdownColumn> point_markdown_columns(const std::vector<BenchPoint>& points);
+// dimensions that take a non-default value in some point, the latency columns, and with
+// roof_pairs (--roof-pairs) the paired decode and read bandwidths.
+std::vector<MarkdownColumn> point_markdown_columns(const std::vector<BenchPoint>& points, bool roof_pairs = false);
 
 }  // namespace cpullm

@@ -3,7 +3,9 @@
 #include <omp.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <random>
 #include <thread>
@@ -89,8 +91,9 @@ struct RepetitionTimes {
 // sequence, each followed by the injected delay. `greedy` (the instrumented repetition) picks
 // each sequence's next token as a generator would, argmax of its logits in the sampling region,
 // and feeds it to the next step; the timed repetitions feed random tokens, as llama-bench does.
+// `between_steps`, where given, runs after each decode step, outside every step's time.
 RepetitionTimes run_repetition(Model& model, const BenchPoint& point, std::mt19937& rng, Clock::time_point start,
-                               bool greedy = false) {
+                               bool greedy = false, const std::function<void()>& between_steps = {}) {
   const int64_t vocab = model.config().vocab_size;
   std::uniform_int_distribution<int32_t> random_token(0, static_cast<int32_t>(vocab) - 1);
   std::vector<BatchToken> prompt;
@@ -120,6 +123,10 @@ RepetitionTimes run_repetition(Model& model, const BenchPoint& point, std::mt199
     if (i == 0 && point.n_prompt == 0) times.ttft_ms = ms_between(start, now);
     else times.itl_ms.push_back(ms_between(last, now));
     last = now;
+    if (between_steps) {
+      between_steps();
+      last = Clock::now();
+    }
   }
   times.total_ms = ms_between(start, last);
   return times;
@@ -155,6 +162,27 @@ PointProfile profile_repetition(Model& model, const BenchPoint& point, PointRequ
   profile.regions = region_snapshot();
   attach_region_counters(nullptr);
   return profile;
+}
+
+// One more repetition whose every decode step is followed by a read of a ReadBuffer on the
+// point's threads. The buffer is as large as a step's weights, so each pair reads about the
+// same bytes, but at least 512 MiB and at most 1 GiB: on this project's VM about 200 MiB of
+// cache serve a vCPU above memory speed (docs/tuning.md, "The decode rate: one matrix
+// repeated against a decode step's layers in turn").
+RoofPairs paired_repetition(Model& model, const BenchPoint& point, const ModelFacts& facts) {
+  RoofPairs pairs;
+  pairs.step_bytes = facts.decode_step_bytes + static_cast<uint64_t>(point.n_seq - 1) * facts.embedding_row_bytes;
+  const ReadBuffer buffer(std::clamp<int64_t>(static_cast<int64_t>(pairs.step_bytes), int64_t{512} << 20, int64_t{1} << 30));
+  pairs.read_bytes = buffer.bytes();
+  std::vector<double> read_ms;  // after every step, the first token's too
+  BenchPoint plain = point;
+  plain.inject_delay_ms = 0;  // the pairs compare the engine's steps, not a sleep
+  std::mt19937 rng(static_cast<uint32_t>(point.repetitions + 2));
+  pairs.step_ms = run_repetition(model, plain, rng, Clock::now(), false,
+                                 [&] { read_ms.push_back(buffer.read_seconds() * 1e3); }).itl_ms;
+  // The steps itl_ms counts (in a tg test not the first token's), each with the read after it.
+  pairs.read_ms.assign(read_ms.end() - static_cast<std::ptrdiff_t>(pairs.step_ms.size()), read_ms.end());
+  return pairs;
 }
 
 }  // namespace
@@ -205,6 +233,10 @@ PointMeasurement run_point(const BenchPoint& point, PointRequest& request) {
   m.peak_rss_bytes = peak_resident_bytes();
   m.huge_page_bytes = model->file().mapping().huge_page_bytes();
   if (request.profile) m.profile = profile_repetition(*model, point, request);
+  const bool has_later_steps = point.n_gen >= (point.n_prompt > 0 ? 1 : 2);  // what itl_ms counts
+  if (request.roof_pairs && has_later_steps) m.roof_pairs = paired_repetition(*model, point, m.model);
+  else if (request.roof_pairs)
+    m.machine.notes.push_back("--roof-pairs: a test with no decode step after the first token's has nothing to pair");
   return m;
 }
 

@@ -49,9 +49,20 @@ struct PointProfile {
   Roofs roofs;                                  // memory read and FMA peak, measured at the point's threads and ISA
 };
 
+// The decode steps of one more repetition, each followed by a read of memory on the same
+// threads (--roof-pairs): each step's weight bandwidth against the roof read right after it,
+// so that a host whose bandwidth moves within seconds moves both sides of every pair alike.
+struct RoofPairs {
+  uint64_t step_bytes = 0;       // weights each step reads (ModelFacts::decode_step_bytes, a row more per further sequence)
+  int64_t read_bytes = 0;        // each read: the step's bytes, within 512 MiB .. 1 GiB (ReadBuffer)
+  std::vector<double> step_ms;   // (steps) the decode steps itl_ms counts, in order
+  std::vector<double> read_ms;   // (steps) the read that followed each
+};
+
 // What run_point is asked for beyond the timed repetitions.
 struct PointRequest {
-  bool profile = false;  // run the instrumented repetition (cpullm bench --db stores its regions)
+  bool profile = false;     // run the instrumented repetition (cpullm bench --db stores its regions)
+  bool roof_pairs = false;  // run the paired repetition (--roof-pairs)
   // Roofs measured so far in this bench run, by "THREADS/ISA": measured once (about a second)
   // per combination, not once per point.
   std::map<std::string, Roofs> roofs;
@@ -72,6 +83,7 @@ struct PointMeasurement {
   std::vector<double> energy_j;    // (repetitions) package + DRAM joules of each (RAPL); empty without it
   std::string energy_unavailable;  // why energy_j is empty: "unavailable here: ..."; empty when measured
   std::optional<PointProfile> profile;  // when requested
+  std::optional<RoofPairs> roof_pairs;  // when requested and the test has decode steps after the first token
 };
 
 PointMeasurement run_point(const BenchPoint& point, PointRequest& request);

@@ -16,6 +16,10 @@ ModelFacts describe_model(const GgufFile& file) {
     facts.size += t.bytes;
     facts.n_params += static_cast<uint64_t>(t.elements());
   }
+  const GgufTensorInfo& embedding = file.require_tensor("token_embd.weight");
+  const bool tied = file.find_tensor("output.weight") == nullptr;
+  facts.embedding_row_bytes = embedding.bytes / static_cast<uint64_t>(std::max<int64_t>(embedding.ne[1], 1));
+  facts.decode_step_bytes = facts.size - (tied ? 0 : embedding.bytes - facts.embedding_row_bytes);
   // The matrices' format is the first block's query projection's (what quantize changes).
   const GgufTensorInfo& q = file.require_tensor("blk.0.attn_q.weight");
   std::string type_name(ggml_type_name(q.type));

@@ -14,6 +14,10 @@ struct ModelFacts {
   uint64_t n_params = 0;    // elements of every tensor
   std::string format;       // the matrices' type, lower case: f32 f16 bf16 q8_0 q4_0 int8-channel
   std::string type;         // llama-bench's model_type: "llama 7B Q8_0"
+  // The weights a decode step of one token reads: every tensor once, but of the token embedding
+  // table one row (all of it where the output projection is the table itself, tied).
+  uint64_t decode_step_bytes = 0;
+  uint64_t embedding_row_bytes = 0;  // each further sequence of a step reads one more row
 };
 
 ModelFacts describe_model(const GgufFile& file);

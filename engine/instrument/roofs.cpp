@@ -5,14 +5,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
-#include <memory>
 
 namespace cpullm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+constexpr int64_t kHugePage = int64_t{2} << 20;  // where the buffer starts: whole 2 MiB pages
 
 constexpr int kChains = 12;  // independent FMAs in flight: enough to cover latency x units
 
@@ -73,31 +75,41 @@ double time_fma(int lanes, int64_t iterations) {
 
 }  // namespace
 
-double measure_read_bandwidth(int64_t buffer_bytes, int passes) {
-  using Vec = float __attribute__((vector_size(32)));
-  const int64_t vectors = std::max<int64_t>(buffer_bytes / static_cast<int64_t>(sizeof(Vec)) / 4 * 4, 4);
-  std::unique_ptr<Vec[]> buffer(new Vec[vectors]);
-  // First touch by the same static schedule that reads it: each thread's pages are on its node.
+ReadBuffer::ReadBuffer(int64_t bytes)
+    : memory_(static_cast<std::size_t>(std::max<int64_t>(bytes / 128 * 128, 128) + kHugePage), "the read roof's buffer"),
+      bytes_(std::max<int64_t>(bytes / 128 * 128, 128)) {
+  memory_.advise_huge_pages();
+  const auto address = reinterpret_cast<uintptr_t>(memory_.data());
+  auto* start = memory_.data() + (kHugePage - address % kHugePage) % kHugePage;
+  start_ = start;
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < vectors; ++i) buffer[i] = Vec{} + 1.0f;
-  double best = 0;
-  [[maybe_unused]] volatile float sink = 0;  // keeps each thread's result alive
-  for (int pass = 0; pass < passes; ++pass) {
-    const auto start = Clock::now();
-    float total = 0;
-#pragma omp parallel reduction(+ : total)
-    {
-      Vec acc[4] = {};  // four chains: one would be bound by add latency, not memory
+  for (int64_t i = 0; i < bytes_; i += 128) std::memset(start + i, 1, 128);
+}
+
+double ReadBuffer::read_seconds() const {
+  // Four integer sums a thread: one chain would be bound by add latency, not by memory.
+  [[maybe_unused]] volatile int sink = 0;  // keeps the sums alive
+  const auto start = Clock::now();
+  __m256i total = _mm256_setzero_si256();
+#pragma omp parallel
+  {
+    __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
 #pragma omp for schedule(static)
-      for (int64_t i = 0; i < vectors; i += 4)
-        for (int k = 0; k < 4; ++k) acc[k] += buffer[i + k];
-      const Vec sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-      for (int l = 0; l < 8; ++l) total += sum[l];
-    }
-    best = std::max(best, static_cast<double>(vectors * sizeof(Vec)) / seconds_since(start));
-    sink = total;
+    for (int64_t i = 0; i < bytes_; i += 128)
+      for (int k = 0; k < 4; ++k) acc[k] = _mm256_add_epi32(acc[k], _mm256_load_si256(reinterpret_cast<const __m256i*>(start_ + i + 32 * k)));
+#pragma omp critical
+    total = _mm256_add_epi32(total, _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3])));
   }
-  (void)sink;
+  const double seconds = seconds_since(start);
+  sink = _mm256_extract_epi32(total, 0);
+  return seconds;
+}
+
+double measure_read_bandwidth(int64_t buffer_bytes, int passes) {
+  const ReadBuffer buffer(buffer_bytes);
+  double best = 0;
+  for (int pass = 0; pass < passes; ++pass)
+    best = std::max(best, static_cast<double>(buffer.bytes()) / buffer.read_seconds());
   return best;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/kernels/isa.hpp"
+#include "engine/util/anonymous_memory.hpp"
 
 namespace cpullm {
 
@@ -19,7 +20,23 @@ struct Roofs {
   double ridge() const { return flops_per_s / bytes_per_s; }  // FLOP/byte where the roofs meet
 };
 
-// Best of `passes` sums over `buffer_bytes` of FP32 (first touched by the threads that read it).
+// What the memory roof reads: anonymous memory, asked for in 2 MiB pages (as the model's mapping
+// is, engine/util/mapped_file.hpp), written once by the same static schedule that reads it, so
+// each OpenMP thread's share lies on its own node.
+class ReadBuffer {
+ public:
+  explicit ReadBuffer(int64_t bytes);  // rounded down to a multiple of 128, at least 128
+  int64_t bytes() const { return bytes_; }
+  // Seconds for the OpenMP threads to read the whole buffer once, each its static share.
+  double read_seconds() const;
+
+ private:
+  AnonymousMemory memory_;
+  const std::byte* start_ = nullptr;  // (bytes_) the first 2 MiB boundary in memory_
+  int64_t bytes_ = 0;
+};
+
+// Best of `passes` reads of a ReadBuffer of `buffer_bytes`.
 double measure_read_bandwidth(int64_t buffer_bytes = int64_t{256} << 20, int passes = 5);
 // Best of 3 runs of about `seconds` each of FMA chains at the vector width of `isa`.
 double measure_fma_peak(Isa isa, double seconds = 0.1);

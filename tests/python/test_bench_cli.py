@@ -9,7 +9,9 @@ per point and --resume finishing a killed run without repeating its points, --db
 an extra instrumented repetition kept out of the timings, energy_j from a fake RAPL tree (with a
 counter wrap) or NULL with the reason, the load scenario's accounting (every request finishes,
 TTFT <= end to end, batching happens, the rate search answers), the multi-process scenario's
-sharing (and its database row), and bad flags ending in one clear error.
+sharing (and its database row), --roof-pairs pairing every counted decode step with a read of
+memory (the step's weight bytes counted independently here), and bad flags ending in one clear
+error.
 
 Usage: test_bench_cli.py --cpullm BIN --workdir DIR
 """
@@ -385,6 +387,37 @@ def multi_process_sharing(ctx):
     return f"saved {100 * r['saved_fraction']:.1f}% overall, {100 * r['model_saved_fraction']:.1f}% of the model's pages"
 
 
+PAIRED_FIELDS = ["paired_steps", "paired_step_bytes", "paired_decode_gbs", "paired_read_gbs", "paired_roof_share",
+                 "paired_roof_share_p50"]
+
+
+@check
+def roof_pairs_pair_every_decode_step(ctx):
+    tensors = json.loads(run([ctx.cpullm, "info", ctx.tiny, "--json"]).stdout)["tensors"]
+    embedding = next(t for t in tensors if t["name"] == "token_embd.weight")
+    tied = not any(t["name"] == "output.weight" for t in tensors)
+    row = embedding["bytes"] // embedding["shape"][1]
+    step_bytes = sum(t["bytes"] for t in tensors) - (0 if tied else embedding["bytes"] - row)
+    tg, pg = bench_json(ctx, "-p", "0", "-n", "5", "-pg", "4,3", "-r", "1", "--roof-pairs")
+    [pp] = bench_json(ctx, "-p", "8", "-n", "0", "-r", "1", "--roof-pairs")
+    # A tg test counts the steps after the first token's; a pp+tg test every step after the prompt.
+    assert (tg["paired_steps"], pg["paired_steps"]) == (4, 3), (tg, pg)
+    for r in (tg, pg):
+        assert r["paired_step_bytes"] == step_bytes, (r["paired_step_bytes"], step_bytes)
+        assert r["paired_decode_gbs"] > 0 and r["paired_read_gbs"] > 0 and r["paired_roof_share_p50"] > 0, r
+        assert abs(r["paired_roof_share"] - r["paired_decode_gbs"] / r["paired_read_gbs"]) < 1e-9 * r["paired_roof_share"], r
+    # Nothing to pair in a prompt-only test: null, with a note; without the flag, null.
+    assert all(pp[f] is None for f in PAIRED_FIELDS) and "--roof-pairs" in pp["notes"], pp
+    [plain] = bench_json(ctx, "-p", "0", "-n", "3", "-r", "1")
+    assert all(plain[f] is None for f in PAIRED_FIELDS), plain
+    # Each further sequence of a step reads one more embedding row.
+    [two] = bench_json(ctx, "-p", "0", "-n", "3", "-np", "2", "-r", "1", "--roof-pairs")
+    assert two["paired_step_bytes"] == step_bytes + row, (two["paired_step_bytes"], step_bytes, row)
+    header = bench(ctx, "-p", "0", "-n", "3", "-r", "1", "--roof-pairs").stdout.splitlines()[0]
+    assert header.endswith("| paired GB/s | read GB/s | of roof | of roof p50 |"), header
+    return f"tg5: {tg['paired_decode_gbs']:.2f} GB/s of weights against {tg['paired_read_gbs']:.1f} GB/s read"
+
+
 @check
 def bad_flags_give_one_clear_error(ctx):
     base = [ctx.cpullm, "bench", "-m", ctx.tiny]
@@ -399,6 +432,7 @@ def bad_flags_give_one_clear_error(ctx):
     expect_error(base + ["--load", "-p", "8"], "--load needs the request lengths")
     expect_error(base + ["--load", "-pg", "8,4", "--rate", "0"], "--rate: 0 is not a positive rate")
     expect_error(base + ["--load", "-pg", "8,4", "--search-rate"], "--search-rate needs")
+    expect_error(base + ["--load", "-pg", "8,4", "--roof-pairs"], "--roof-pairs measures the points' decode steps")
     expect_error([ctx.cpullm, "bench", "-m", ctx.tiny + ".missing", "-r", "1"], ".missing")
     expect_error([ctx.cpullm, "bench", "--workload", "nope"], "no workload named 'nope'")
     expect_error([ctx.cpullm, "bench", "-p", "8"], "give a model")
