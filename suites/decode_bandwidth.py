@@ -20,6 +20,11 @@ read of anonymous memory as large as the step's weights, on the same threads. "p
 decode's weight bandwidth over that read's, over all pairs; "p50" the median of the pairs' own
 ratios. A host whose bandwidth changes within seconds moves both sides of a pair alike.
 
+"cache GB/s" is the case's kernel with its matrix in cache (bench_kernels matvec/TYPE/DIM/DIM/ISA,
+the same threads), read right after the first roof: how fast the kernel computes. Where it is
+not well above the roof, the kernel, not memory, sets the decode speed (docs/kernels.md,
+"Decode, session 13").
+
 On a shared host the roof and the decode speed both move from one second to the next, so
 the roof is read right before and right after each case's runs and a run is held against their
 mean; `--repeat N` runs every case N times and ends with each case's median and range, over all
@@ -95,6 +100,21 @@ def read_bandwidth(args):
     return max(reads)
 
 
+BENCH_TYPES = {"q8_0": 8, "q4_0": 2}  # bench_kernels' numbers for the formats and kernel levels
+BENCH_ISAS = {"avx2": 1, "avx512": 2}
+DIMS = {"tinyllama": 2048, "llama7b-4l": 4096}
+
+
+def cache_rate(args, shape, fmt, isa):
+    """Bytes/s of the case's matvec kernel with its matrix in cache: bench_kernels'
+    matvec/TYPE/DIM/DIM/ISA (a dim x dim matrix, 2.4-18 MB, held by the last-level cache) on the
+    same threads. A kernel that computes no faster than memory delivers cannot read at the roof."""
+    name = f"matvec/{BENCH_TYPES[fmt]}/{DIMS[shape]}/{DIMS[shape]}/{BENCH_ISAS[isa]}/"
+    out = run([os.path.join(args.build, "suites", "kernels", "bench_kernels"), f"--benchmark_filter=^{name}",
+               "--benchmark_format=json"], env=dict(os.environ, OMP_NUM_THREADS=str(args.threads))).stdout
+    return json.loads(out)["benchmarks"][0]["bytes_per_second"]
+
+
 def cold_copy(path):
     """A copy of path written back to disk and dropped from the page cache: read from disk next."""
     copy = path + ".fresh-copy"
@@ -143,8 +163,8 @@ def main():
     builds = [("", args.cpullm)] + ([("base", os.path.join(args.baseline, "cpullm"))] if args.baseline else [])
     os.makedirs(args.models, exist_ok=True)
     print(f"{'model':<12} {'format':<6} {'isa':<7} {'build':<5} {'MB/token':>9} {'tokens/s':>9} {'GB/s':>7} "
-          f"{'read GB/s':>11} {'of roof':>8} {'paired':>7} {'p50':>5} {'2M pages':>9}")
-    results = {}  # (shape, fmt, isa) -> {"roof": [..], "steady": [..], "tps": {build: [..]}, "paired": [..], "p50": [..], "bytes": n}
+          f"{'read GB/s':>11} {'of roof':>8} {'paired':>7} {'p50':>5} {'cache GB/s':>10} {'2M pages':>9}")
+    results = {}  # (shape, fmt, isa) -> {"roof": [..], "steady": [..], "tps": {build: [..]}, "paired": [..], "p50": [..], "cache": [..], "bytes": n}
     for repetition in range(args.repeat):
         for case in args.cases.split(","):
             shape, fmt = case.split(":")
@@ -152,8 +172,10 @@ def main():
             per_token = weight_bytes_per_token(args, path)
             for isa in args.isa.split(","):
                 entry = results.setdefault((shape, fmt, isa), {"roof": [], "steady": [], "tps": {}, "paired": [], "p50": [],
-                                                               "bytes": per_token})
+                                                               "cache": [], "bytes": per_token})
                 before = read_bandwidth(args)
+                cache = cache_rate(args, shape, fmt, isa)
+                entry["cache"].append(cache / before)
                 # The builds take turns going first (ABBA), so that whatever the first run after a
                 # roof measurement meets does not fall on one build only. Only this build pairs its
                 # steps with reads (a baseline may predate --roof-pairs); the timed steps come first.
@@ -175,11 +197,12 @@ def main():
                     pair_columns = f"{paired:7.0%} {p50:5.0%}" if name == "" else f"{'':7} {'':5}"
                     print(f"{shape:<12} {fmt:<6} {isa:<7} {name:<5} {per_token / 1e6:9.1f} {tps:9.2f} "
                           f"{achieved / 1e9:7.1f} {before / 1e9:5.1f}/{after / 1e9:<5.1f} {achieved / roof:8.0%} "
-                          f"{pair_columns} {pages:>9}", flush=True)
+                          f"{pair_columns} {cache / 1e9:10.1f} {pages:>9}", flush=True)
     if args.repeat > 1 or args.baseline:
         print(f"\nmedian (range) over {args.repeat} repetitions; read GB/s: the mean of the roofs read before and after "
               "each case's runs; of roof: each run against that mean, over all runs and over the steady ones (roofs "
-              "within 10%); paired, p50: the in-process pairs of each run (this build)"
+              "within 10%); paired, p50: the in-process pairs of each run (this build); cache: the kernel in cache over "
+              "the roof read before it"
               + ("; ratio: this build's tokens/s over the baseline's, run after run" if args.baseline else ""))
         percent = lambda v: f"{v:.0%}"
         for (shape, fmt, isa), entry in results.items():
@@ -192,7 +215,8 @@ def main():
                         f"of roof {spread(of_roof, percent)}, steady {len(steady)} of {len(of_roof)}"
                         + (f": {spread(steady, percent)}" if steady else ""))
                 if name == "":
-                    line += f"  paired {spread(entry['paired'], percent)}  p50 {spread(entry['p50'], percent)}"
+                    line += (f"  paired {spread(entry['paired'], percent)}  p50 {spread(entry['p50'], percent)}"
+                             f"  cache {spread(entry['cache'], lambda v: f'{v:.2f}x')}")
                 else:
                     ratios = [a / b for a, b in zip(entry["tps"][""], tps)]
                     line += f"  ratio {spread(ratios, lambda v: f'{v:.2f}')}"
