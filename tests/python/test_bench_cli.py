@@ -415,6 +415,11 @@ def roof_pairs_pair_every_decode_step(ctx):
     assert two["paired_step_bytes"] == step_bytes + row, (two["paired_step_bytes"], step_bytes, row)
     header = bench(ctx, "-p", "0", "-n", "3", "-r", "1", "--roof-pairs").stdout.splitlines()[0]
     assert header.endswith("| paired GB/s | read GB/s | of roof | of roof p50 |"), header
+    # With --db the database keeps them with the point's other metrics.
+    path = fresh_db(ctx, "pairs.db")
+    [stored] = bench_json(ctx, "-p", "0", "-n", "3", "-r", "1", "--roof-pairs", "--db", path, "--no-regions")
+    _, metrics, _, _ = stored_point(path)
+    assert all(metrics[f] == stored[f] for f in PAIRED_FIELDS), (metrics, stored)
     return f"tg5: {tg['paired_decode_gbs']:.2f} GB/s of weights against {tg['paired_read_gbs']:.1f} GB/s read"
 
 
