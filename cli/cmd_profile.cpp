@@ -36,6 +36,7 @@ struct ProfileOptions {
   std::string isa;
   std::string attention_tiles = "64x64";
   std::string kv_type = "f32";
+  bool prefetch = false;      // map the next layer while one computes, then the embedding table
   std::string hardware;       // a profile name or path: roofs from it instead of measured
   bool counters = true;       // perf_event counters per region
   bool overhead = false;      // time regions off / on / on with counters instead of the table
@@ -281,6 +282,7 @@ void run_profile(const ProfileOptions& o) {
   ModelOptions model_options;
   model_options.context = o.context;
   model_options.kv_type = parse_kv_type(o.kv_type);
+  model_options.prefetch = o.prefetch;
   Model model(o.model_path, model_options);
   model.set_attention_tiles(parse_attention_tiles(o.attention_tiles));
   if (o.prompt_tokens + o.generated_tokens > model.context())
@@ -317,6 +319,8 @@ void run_profile(const ProfileOptions& o) {
         {"threads", omp_get_max_threads()},
         {"isa", isa_name(active_isa())},
         {"kv_type", o.kv_type},
+        {"prefetch", o.prefetch},
+        {"prefetched_bytes", model.prefetched_bytes()},  // what the --prefetch thread mapped (0 without it)
         {"roofs",
          {{"memory_bytes_per_s", roofs.bytes_per_s}, {"memory_source", roofs.memory_source},
           {"flops_per_s", roofs.flops_per_s}, {"compute_source", roofs.compute_source}, {"ridge", roofs.ridge()}}},
@@ -357,6 +361,9 @@ void register_profile(CLI::App& app) {
   add_isa_option(*command, options->isa);
   command->add_option("--attn-tile", options->attention_tiles, "Prompt attention tile, QUERIESxKEYS");
   command->add_option("--kv-type", options->kv_type, "KV cache element type: f32, f16, bf16");
+  command->add_flag("--prefetch", options->prefetch,
+                    "Map the next layer's weights while one computes, then the embedding table (as generate --prefetch): "
+                    "the decode table then times no page faults on embedding rows no token read before");
   command->add_option("--hardware", options->hardware,
                       "Hardware profile (name in tuning/profiles or path) to take the roofs from instead of measuring");
   command->add_flag("!--no-counters", options->counters, "Do not read perf_event counters per region");

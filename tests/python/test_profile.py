@@ -5,7 +5,8 @@ Every region's FLOPs and bytes equal the analytic count computed here from the m
 (independently of engine/instrument/op_costs.cpp); the regions' times add up to each phase's
 measured time within a tolerance; counters are counted or explained (this VM: software events
 only, "no PMU"); energy is measured or "unavailable here"; roofs come from a measurement or from a
-hardware profile; --overhead reports the three modes; bad input ends in one 'cpullm: error:' line.
+hardware profile; --prefetch maps the weights without changing a count; --overhead reports the
+three modes; bad input ends in one 'cpullm: error:' line.
 
 Usage: test_profile.py --cpullm BIN --workdir DIR
 """
@@ -170,6 +171,19 @@ def page_sizes_reported(ctx):
         return "unknown: no /proc/self/smaps"
     assert 0 <= huge <= pages["model_bytes"] and huge % (2 << 20) == 0, pages
     return f"{huge / pages['model_bytes']:.0%} of the model in 2 MiB pages"
+
+
+@check
+def prefetch_maps_weights_and_changes_no_count(ctx):
+    """--prefetch (as generate's): its thread maps the weights, and every region's analytic
+    FLOPs and bytes stay those of the run without it."""
+    plain, prefetched = default_run(ctx), profile_json(ctx, "-p", str(PROMPT), "-n", str(GENERATED), "--prefetch")
+    assert not plain["prefetch"] and plain["prefetched_bytes"] == 0, plain
+    assert prefetched["prefetch"] and 0 < prefetched["prefetched_bytes"] <= os.path.getsize(ctx.model), prefetched
+    for a, b in zip(plain["phases"], prefetched["phases"]):
+        costs = lambda phase: {r["name"]: (r["calls"], r["flops"], r["bytes"]) for r in phase["regions"]}
+        assert costs(a) == costs(b), (a["name"], costs(a), costs(b))
+    return f"{prefetched['prefetched_bytes'] / 2**20:.1f} MiB mapped by the prefetch thread"
 
 
 @check
