@@ -23,7 +23,7 @@ ratios. A host whose bandwidth changes within seconds moves both sides of a pair
 "cache GB/s" is the case's kernel with its matrix in cache (bench_kernels matvec/TYPE/DIM/DIM/ISA,
 the same threads), read right after the first roof: how fast the kernel computes. Where it is
 not well above the roof, the kernel, not memory, sets the decode speed (docs/kernels.md,
-"Decode, session 13").
+"Decode, session 13"); the summary ends with every run's paired share grouped by that headroom.
 
 On a shared host the roof and the decode speed both move from one second to the next, so
 the roof is read right before and right after each case's runs and a run is held against their
@@ -221,6 +221,13 @@ def main():
                     ratios = [a / b for a, b in zip(entry["tps"][""], tps)]
                     line += f"  ratio {spread(ratios, lambda v: f'{v:.2f}')}"
                 print(line)
+        # Every run of every case, by how much faster than the roof its kernel computed in cache.
+        runs = [(c, p) for entry in results.values() for c, p in zip(entry["cache"], entry["paired"])]
+        print("\npaired share of the roof by the kernel's rate in cache over the roof (every run of every case):")
+        for low, high in ((0, 1.0), (1.0, 1.3), (1.3, float("inf"))):
+            shares = [p for c, p in runs if low <= c < high]
+            label = f"{low:.1f}x-{high:.1f}x" if high != float("inf") else f">= {low:.1f}x"
+            print(f"  {label:<10} " + (f"{spread(shares, percent)} over {len(shares)} runs" if shares else "no runs"))
     return 0
 
 
