@@ -27,6 +27,7 @@ class ReadBuffer {
  public:
   explicit ReadBuffer(int64_t bytes);  // rounded down to a multiple of 128, at least 128
   int64_t bytes() const { return bytes_; }
+  const std::byte* data() const { return start_; }  // (bytes()) every byte 1
   // Seconds for the OpenMP threads to read the whole buffer once, each its static share.
   double read_seconds() const;
 

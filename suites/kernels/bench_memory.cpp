@@ -10,14 +10,13 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <exception>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/util/aligned_vector.hpp"
-#include "engine/util/anonymous_memory.hpp"
+#include "engine/instrument/roofs.hpp"
 #include "engine/util/mapped_file.hpp"
 #include "suites/kernels/memory_cases.hpp"
 #include "suites/kernels/thread_counts.hpp"
@@ -66,17 +65,14 @@ void BM_ReadBandwidth(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kBytes);
 }
 
-// 1 GiB of anonymous memory the kernel was asked to back with 2 MiB pages (MADV_HUGEPAGE on a
-// 2 MiB-aligned mapping), written once; nullptr where it cannot be mapped.
+// 1 GiB of anonymous memory the kernel was asked to back with 2 MiB pages, written once: the
+// engine's ReadBuffer, which `cpullm profile` and `cpullm bench --roof-pairs` read; nullptr
+// where it cannot be mapped.
 const std::byte* huge_page_buffer() {
-  constexpr std::size_t kHuge = std::size_t{2} << 20;
-  static std::byte* const bytes = []() -> std::byte* {
+  static const std::byte* const bytes = []() -> const std::byte* {
     try {
-      static const cpullm::AnonymousMemory memory(kBytes + kHuge, "memory_read_huge");
-      memory.advise_huge_pages();
-      auto* aligned = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(memory.data()) + kHuge - 1) / kHuge * kHuge);
-      std::memset(aligned, 1, kBytes);
-      return aligned;
+      static const cpullm::ReadBuffer buffer(kBytes);
+      return buffer.data();
     } catch (const std::exception&) {
       return nullptr;
     }
