@@ -49,7 +49,6 @@ Usage: suites/decode_bandwidth.py [--build build] [--models DIR] [--threads 2] [
 import argparse
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
