@@ -23,7 +23,9 @@ ModelFacts describe_model(const GgufFile& file) {
   // The matrices' format is the first block's query projection's (what quantize changes).
   const GgufTensorInfo& q = file.require_tensor("blk.0.attn_q.weight");
   std::string type_name(ggml_type_name(q.type));
-  facts.format = q.type == GgmlType::CPULLM_INT8_CHANNEL ? "int8-channel" : type_name;
+  facts.format = q.type == GgmlType::CPULLM_INT8_CHANNEL ? "int8-channel"
+                 : q.type == GgmlType::CPULLM_Q4_0_R8    ? "q4_0-r8"
+                                                         : type_name;
   std::transform(facts.format.begin(), facts.format.end(), facts.format.begin(),
                  [](unsigned char c) { return std::tolower(c); });
   // llama-bench's "llama 7B Q4_0": parameters in billions, or millions (thousands) for small models.

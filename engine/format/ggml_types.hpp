@@ -18,6 +18,11 @@ enum class GgmlType : uint32_t {
   // one FP32 scale then its int8 values. The number is far outside ggml's range, so llama.cpp
   // and other GGUF readers refuse such a tensor as an unknown type instead of misreading it.
   CPULLM_INT8_CHANNEL = 4097,
+  // cpullm's own: Q4_0's blocks and values, with every 8 rows interleaved block by block so that
+  // one AVX2 register holds 4 bytes of each of the 8 rows (quant_formats.hpp, BlockQ4_0x8). The
+  // decode kernel then keeps one row per int32 lane and needs no horizontal sums. Stored in the
+  // file, so the mapping stays shared between processes.
+  CPULLM_Q4_0_R8 = 4098,
 };
 
 // cpullm's sparse types (Top-K pruned matrices, engine/kernels/sparse.hpp): one number carries

@@ -42,6 +42,7 @@ struct QuantizedActivations {
   const float* scales;                // (cols / 32) each block's scale
   const float* nibble_scales;         // (cols / 32) each block's scale, reduction order
   const int32_t* offsets;             // (cols / 32) -8 * the sum of each block's values (Q4_0's zero point), reduction order
+  const int32_t* block_offsets;       // (cols / 32) the same in natural order (CPULLM_Q4_0_R8's kernels)
 };
 
 // Where nibble order puts block b: the byte its first half starts at (the second half follows
@@ -53,9 +54,11 @@ inline int64_t reduction_order_index(int64_t b) { return b / 16 * 16 + b % 4 * 4
 inline constexpr int kRowDotTokens = 4;
 
 // The dot products of one row of weights with `tokens` (1..kRowDotTokens) activation vectors.
-// row: (cols) weights in the table entry's format. activations: (tokens) pointers, each to
-// (cols) floats for the float formats or to a QuantizedActivations for the block-quantized
-// ones. out: (tokens). The row is loaded, and widened or unpacked, once for all the tokens;
+// row: (cols) weights in the table entry's format; for a type stored in groups of rows
+// (CPULLM_Q4_0_R8: kInterleavedRows) one whole group, whose rows' products come out side by
+// side. activations: (tokens) pointers, each to (cols) floats for the float formats or to a
+// QuantizedActivations for the block-quantized ones. out: (tokens, rows in the group; 1 for
+// the other types). The row is loaded, and widened or unpacked, once for all the tokens;
 // each token's sums run in the same order whatever the tokens beside it, so its result is the
 // same bit for bit.
 using RowDot = void (*)(const std::byte* row, const void* const* activations, int tokens, int64_t cols, float* out);
@@ -74,6 +77,7 @@ void by_token_count(const std::byte* row, const void* const* activations, int to
 struct DotKernels {
   RowDot f32, f16, bf16;             // FP32 activations, FP32 accumulation
   RowDot q8_0, q4_0, int8_channel;   // Q8_0 activations, exact int32 sums per block, FP32 across blocks
+  RowDot q4_0_r8;                    // the same, 8 interleaved rows a call
 };
 
 // An INT8_CHANNEL row: one FP32 scale for the whole row, then its int8 values.

@@ -60,6 +60,41 @@ void pack_integer_rows(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t bl
   }
 }
 
+// CPULLM_Q4_0_R8 is stored as the panel is laid out, 4 weights of each of 8 rows per 32 bytes:
+// each chunk unpacks into two of the panel's groups of 4 columns (its low nibbles are group c,
+// its high nibbles group 4 + c) without a transpose. Panels start on multiples of R and the
+// matrix has whole groups of 8 rows, so a panel's 8 rows are one group or all padding.
+void pack_q4_0_r8_rows(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t blocks, int R, uint8_t flip,
+                       std::byte* panel) {
+  const int64_t group_stride = row_bytes(w) * kInterleavedRows;
+  const int64_t block_bytes = integer_panel_block_bytes(R);
+  const __m256i mask = _mm256_set1_epi8(0x0f), zero_point = _mm256_set1_epi8(Q4_0Row::kZeroPoint);
+  const __m256i flip_bytes = _mm256_set1_epi8(static_cast<char>(flip));
+  const auto store = [&](std::byte* at, __m256i nibbles) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(at), _mm256_xor_si256(_mm256_sub_epi8(nibbles, zero_point), flip_bytes));
+  };
+  for (int r8 = 0; r8 < R; r8 += kInterleavedRows) {
+    const bool real = r0 + r8 < w.rows;
+    const auto* group = reinterpret_cast<const BlockQ4_0x8*>(w.data + (r0 + r8) / kInterleavedRows * group_stride);
+    for (int64_t b = 0; b < blocks; ++b) {
+      std::byte* block = panel + b * block_bytes;
+      auto* scales = reinterpret_cast<float*>(block + kQuantBlock * R) + r8;
+      if (!real) {
+        for (int g = 0; g < kQuantBlock / 4; ++g) std::memset(block + (g * R + r8) * 4, flip, 32);
+        std::fill_n(scales, kInterleavedRows, 0.0f);
+        continue;
+      }
+      const BlockQ4_0x8& source = group[b0 + b];
+      for (int c = 0; c < 4; ++c) {
+        const __m256i nibbles = load32_i8(source.chunks[c]);
+        store(block + (c * R + r8) * 4, _mm256_and_si256(nibbles, mask));
+        store(block + ((c + 4) * R + r8) * 4, _mm256_and_si256(_mm256_srli_epi16(nibbles, 4), mask));
+      }
+      _mm256_storeu_ps(scales, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(source.scales))));
+    }
+  }
+}
+
 }  // namespace
 
 // Eight consecutive weights of a float-format row as FP32 (F16C converts, BF16 is a shift).
@@ -102,6 +137,7 @@ void pack_integer_panel(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t b
     case GgmlType::Q8_0: return pack_integer_rows<Q8_0Row>(w, r0, b0, blocks, R, flip, panel);
     case GgmlType::Q4_0: return pack_integer_rows<Q4_0Row>(w, r0, b0, blocks, R, flip, panel);
     case GgmlType::CPULLM_INT8_CHANNEL: return pack_integer_rows<Int8ChannelRow>(w, r0, b0, blocks, R, flip, panel);
+    case GgmlType::CPULLM_Q4_0_R8: return pack_q4_0_r8_rows(w, r0, b0, blocks, R, flip, panel);
     default: fail("matmul: no integer panel for weight type {}", ggml_type_name(w.type));
   }
 }

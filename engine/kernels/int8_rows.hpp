@@ -11,6 +11,12 @@
 namespace cpullm {
 
 inline __m256i load32_i8(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+// The 4 bytes at p in every int32 lane (a broadcast from memory: a load-port operation, no shuffle).
+inline __m256i broadcast4_i8(const int8_t* p) {
+  int32_t four;
+  __builtin_memcpy(&four, p, 4);
+  return _mm256_set1_epi32(four);
+}
 
 // Decode reads each weight row from memory once, in order. x86 hardware prefetchers are not made
 // to cross a 4 KiB page (the likely reason this helps; not measured directly here), so the row
@@ -48,6 +54,17 @@ struct Q4_0Row {
     return _mm256_sub_epi8(_mm256_and_si256(shifted, _mm256_set1_epi8(0x0f)), _mm256_set1_epi8(kZeroPoint));
   }
   float scale(int64_t b) const { return fp16_to_fp32(blocks[b].scale); }
+};
+
+// One row of a CPULLM_Q4_0_R8 group (quant_formats.hpp), for the scalar reference.
+struct Q4_0R8Row {
+  const BlockQ4_0x8* group;  // (blocks) the group's interleaved blocks
+  int row;                   // 0..kInterleavedRows - 1
+  int32_t weight(int64_t b, int64_t j) const {
+    const uint8_t byte = group[b].chunks[j % (kQuantBlock / 2) / 4][row][j % 4];
+    return int32_t{j < kQuantBlock / 2 ? byte & 0x0f : byte >> 4} - Q4_0Row::kZeroPoint;
+  }
+  float scale(int64_t b) const { return fp16_to_fp32(group[b].scales[row]); }
 };
 
 struct Int8ChannelRow {

@@ -30,14 +30,15 @@ namespace cpullm {
 // with it.
 bool matmul_streams_rows(GgmlType type, int64_t tokens, int64_t cols) {
   if (tokens <= 2) return true;
-  if (tokens > (type == GgmlType::Q4_0 ? kRowStreamTokens : kRowDotTokens)) return false;
+  const bool q4_0 = type == GgmlType::Q4_0 || type == GgmlType::CPULLM_Q4_0_R8;
+  if (tokens > (q4_0 ? kRowStreamTokens : kRowDotTokens)) return false;
   if (type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16) return true;
   if (!uses_q8_0_activations(type)) return false;
   // What one token's row kernel reads per block of 32 columns (dot.hpp): the values (32 bytes),
   // the block's scale (4) and for Q4_0 its offset (4). The budget is half this host's 48 KiB L1d
   // and 3/4 of the Xeon E5 v4's 32 KiB.
   constexpr int64_t kActivationBudget = 24 * 1024;
-  const int64_t block_bytes = type == GgmlType::Q4_0 ? 40 : 36;
+  const int64_t block_bytes = q4_0 ? 40 : 36;
   return tokens * block_bytes * (cols / kQuantBlock) <= kActivationBudget;
 }
 

@@ -45,7 +45,7 @@ const QuantizedActivations& quantize_activations(const float* x, int64_t cols, i
   // The arrays, each starting on a 64-byte boundary of one per-thread arena: the kernels' 64-byte
   // loads then never straddle two cache lines.
   constexpr int64_t kLine = 64;
-  const int64_t bytes_per_block[] = {kQuantBlock, kQuantBlock, kQuantBlock, 4, 4, 4};
+  const int64_t bytes_per_block[] = {kQuantBlock, kQuantBlock, kQuantBlock, 4, 4, 4, 4};
   int64_t total = kLine;
   for (int64_t bytes : bytes_per_block) total += (padded * bytes + kLine - 1) / kLine * kLine;
   arena.resize(static_cast<std::size_t>(total));
@@ -61,6 +61,7 @@ const QuantizedActivations& quantize_activations(const float* x, int64_t cols, i
   auto* scales = reinterpret_cast<float*>(carve(4));
   auto* nibble_scales = reinterpret_cast<float*>(carve(4));
   auto* offsets = reinterpret_cast<int32_t*>(carve(4));
+  auto* block_offsets = reinterpret_cast<int32_t*>(carve(4));
   const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1), bias = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < padded; ++b) {
     const bool real = b < blocks;  // the padding blocks are zeros with zero scales
@@ -75,10 +76,10 @@ const QuantizedActivations& quantize_activations(const float* x, int64_t cols, i
     __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1));
     sum = _mm_hadd_epi32(sum, sum);
     const int64_t place = reduction_order_index(b);
-    offsets[place] = -8 * _mm_cvtsi128_si32(_mm_hadd_epi32(sum, sum));
+    offsets[place] = block_offsets[b] = -8 * _mm_cvtsi128_si32(_mm_hadd_epi32(sum, sum));
     scales[b] = nibble_scales[place] = scale;
   }
-  view = {values, values_biased, nibble_order, scales, nibble_scales, offsets};
+  view = {values, values_biased, nibble_order, scales, nibble_scales, offsets, block_offsets};
   return view;
 }
 
@@ -101,13 +102,18 @@ const void* prepare_activations(const WeightMatrix& w, const float* x) {
   return uses_q8_0_activations(w.type) ? static_cast<const void*>(&quantize_activations(x, w.cols)) : x;
 }
 
+// Rows per call of the type's row kernel: a group for the types stored in groups (dot.hpp).
+int64_t rows_per_dot(GgmlType type) { return ggml_type_traits(static_cast<uint32_t>(type))->row_group; }
+
 // One matrix of a group, ready to run: its kernel, the activations each token reads, its rows.
+// A unit is what one kernel call takes: a row, or a group of rows stored interleaved.
 struct PreparedTask {
   float* y;                 // (tokens, y_stride)
   int64_t y_stride;         // floats from one token's outputs to the next's
-  const std::byte* w;       // (rows, stride)
-  int64_t stride;           // bytes per row
-  int64_t rows;
+  const std::byte* w;       // (units, stride)
+  int64_t stride;           // bytes per unit
+  int64_t units;
+  int64_t group;            // rows per unit
   RowDot dot;
   std::array<const void*, kRowStreamTokens> activations;  // (tokens) x or its quantized form
 };
@@ -119,7 +125,8 @@ constexpr int64_t kStealChunkBytes = 64 * 1024;
 }  // namespace
 
 bool uses_q8_0_activations(GgmlType type) {
-  return type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::CPULLM_INT8_CHANNEL;
+  return type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::CPULLM_INT8_CHANNEL ||
+         type == GgmlType::CPULLM_Q4_0_R8;
 }
 
 bool matvec_supports(GgmlType type, int64_t cols) {
@@ -151,7 +158,7 @@ void matvec_group(std::span<const MatvecTask> tasks, const float* x, int64_t x_s
   std::array<const void*, kRowStreamTokens> quantized{};  // each token's x quantized once for all the integer matrices
   const float* staged = nullptr;                          // for the float matrices: x itself for one token, else staged
   int64_t staged_stride = x_stride;
-  int64_t total_rows = 0;
+  int64_t total_units = 0;
   for (const MatvecTask& task : tasks) {
     const WeightMatrix& w = *task.w;
     if (w.cols != cols) fail("matvec_group: matrices of {} and {} columns cannot share one input", cols, w.cols);
@@ -161,7 +168,8 @@ void matvec_group(std::span<const MatvecTask> tasks, const float* x, int64_t x_s
       continue;
     }
     PreparedTask& t = prepared.emplace_back(
-        PreparedTask{task.y, task.y_stride, w.data, row_bytes(w), w.rows, entry_for_type(kernels_for(isa), w.type), {}});
+        PreparedTask{task.y, task.y_stride, w.data, row_bytes(w) * rows_per_dot(w.type), w.rows / rows_per_dot(w.type),
+                     rows_per_dot(w.type), entry_for_type(kernels_for(isa), w.type), {}});
     for (int64_t k = 0; k < tokens; ++k) {
       if (!uses_q8_0_activations(w.type)) {
         if (!staged) staged = tokens == 1 ? x : stage_float_activations(x, x_stride, tokens, cols, staged_stride);
@@ -171,42 +179,44 @@ void matvec_group(std::span<const MatvecTask> tasks, const float* x, int64_t x_s
       if (!quantized[k]) quantized[k] = &quantize_activations(x + k * x_stride, cols, k);
       t.activations[k] = quantized[k];
     }
-    total_rows += w.rows;
+    total_units += t.units;
   }
 
-  // The rows of all the matrices, end to end, in one fork/join, each output one thread's
-  // sequential dot product whatever the thread count. Each thread streams its equal share from
-  // the front; one that finishes early takes chunks from the back of the others' (RowShares).
-  // A row comes from memory once and is widened or unpacked once per kRowDotTokens tokens.
-  if (total_rows == 0) return;
+  // The units (rows, or interleaved groups of rows) of all the matrices, end to end, in one
+  // fork/join, each output one thread's sequential dot product whatever the thread count. Each
+  // thread streams its equal share from the front; one that finishes early takes chunks from the
+  // back of the others' (RowShares). A row comes from memory once and is widened or unpacked once
+  // per kRowDotTokens tokens.
+  if (total_units == 0) return;
   const std::vector<PreparedTask>& work = prepared;  // this thread's list, named for the workers
-  const auto run_rows = [&](int64_t begin, int64_t end) {
-    int64_t first = 0;  // the task's first row in the concatenation
+  const auto run_units = [&](int64_t begin, int64_t end) {
+    int64_t first = 0;  // the task's first unit in the concatenation
     for (const PreparedTask& t : work) {
-      const int64_t lo = std::max(begin, first) - first, hi = std::min(end, first + t.rows) - first;
-      first += t.rows;
+      const int64_t lo = std::max(begin, first) - first, hi = std::min(end, first + t.units) - first;
+      first += t.units;
       if (tokens == 1) {  // decode's common case: straight into y
-        for (int64_t r = lo; r < hi; ++r) t.dot(t.w + r * t.stride, t.activations.data(), 1, cols, &t.y[r]);
+        for (int64_t u = lo; u < hi; ++u) t.dot(t.w + u * t.stride, t.activations.data(), 1, cols, &t.y[u * t.group]);
         continue;
       }
-      for (int64_t r = lo; r < hi; ++r) {
-        const std::byte* row = t.w + r * t.stride;
+      for (int64_t u = lo; u < hi; ++u) {
+        const std::byte* unit = t.w + u * t.stride;
         for (int64_t k0 = 0; k0 < tokens; k0 += kRowDotTokens) {
           const int n = static_cast<int>(std::min<int64_t>(kRowDotTokens, tokens - k0));
-          float out[kRowDotTokens];
-          t.dot(row, &t.activations[k0], n, cols, out);
-          for (int k = 0; k < n; ++k) t.y[(k0 + k) * t.y_stride + r] = out[k];
+          float out[kRowDotTokens * kInterleavedRows];  // (n, t.group)
+          t.dot(unit, &t.activations[k0], n, cols, out);
+          for (int k = 0; k < n; ++k)
+            std::copy_n(out + k * t.group, t.group, &t.y[(k0 + k) * t.y_stride + u * t.group]);
         }
       }
     }
   };
   int64_t total_bytes = 0;
-  for (const PreparedTask& t : work) total_bytes += t.rows * t.stride;
-  RowShares shares(total_rows, omp_get_max_threads(), kStealChunkBytes * total_rows / total_bytes);
+  for (const PreparedTask& t : work) total_bytes += t.units * t.stride;
+  RowShares shares(total_units, omp_get_max_threads(), kStealChunkBytes * total_units / total_bytes);
 #pragma omp parallel
   {
     const int id = omp_get_thread_num();
-    for (int64_t begin, end; shares.next(id, begin, end);) run_rows(begin, end);
+    for (int64_t begin, end; shares.next(id, begin, end);) run_units(begin, end);
   }
 }
 
@@ -214,12 +224,12 @@ void matvec_reference(float* y, const WeightMatrix& w, const float* x) {
   if (is_sparse(w.type)) return sparse_matvec(y, w, x, Isa::Scalar);
   const RowDot dot = entry_for_type(scalar_dot_kernels(), w.type);
   const void* activations = prepare_activations(w, x);
-  const int64_t stride = row_bytes(w);
-  for (int64_t r = 0; r < w.rows; ++r) dot(w.data + r * stride, &activations, 1, w.cols, &y[r]);
+  const int64_t group = rows_per_dot(w.type), stride = row_bytes(w) * group;
+  for (int64_t r = 0; r < w.rows; r += group) dot(w.data + r / group * stride, &activations, 1, w.cols, &y[r]);
 }
 
 void weight_row_to_float(float* out, const WeightMatrix& w, int64_t row) {
-  decode_row(w.type, w.data + row * row_bytes(w), out, w.cols);
+  decode_matrix_row(w.type, w.data, row, out, w.cols);
 }
 
 }  // namespace cpullm

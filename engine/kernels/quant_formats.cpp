@@ -108,4 +108,20 @@ void dequantize_row_q4_0(const BlockQ4_0* blocks, float* out, int64_t n) {
   }
 }
 
+void interleave_q4_0_rows(const BlockQ4_0* rows, int64_t blocks, BlockQ4_0x8* out) {
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int r = 0; r < kInterleavedRows; ++r) {
+      const BlockQ4_0& block = rows[r * blocks + b];
+      out[b].scales[r] = block.scale;
+      for (int c = 0; c < 4; ++c) std::memcpy(out[b].chunks[c][r], block.nibbles + 4 * c, 4);
+    }
+}
+
+void deinterleave_q4_0_row(const BlockQ4_0x8* group, int64_t blocks, int row, BlockQ4_0* out) {
+  for (int64_t b = 0; b < blocks; ++b) {
+    out[b].scale = group[b].scales[row];
+    for (int c = 0; c < 4; ++c) std::memcpy(out[b].nibbles + 4 * c, group[b].chunks[c][row], 4);
+  }
+}
+
 }  // namespace cpullm

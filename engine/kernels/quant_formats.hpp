@@ -25,6 +25,24 @@ struct BlockQ4_0 {
 };
 static_assert(sizeof(BlockQ4_0) == 18);
 
+// CPULLM_Q4_0_R8: Q4_0 with every 8 consecutive rows interleaved block by block. A group of 8
+// rows stores, for each block column b, one BlockQ4_0x8: the 8 rows' FP16 scales, then their
+// nibble bytes in 4 chunks of 32 bytes, chunk c holding bytes 4c..4c+3 of every row (row r at
+// bytes 4r..4r+3). Unpacked, chunk c's low nibbles are values 4c..4c+3 of each row and its high
+// nibbles values 16+4c..16+4c+3: one int32 lane per row, which is also the GEMM's integer panel
+// layout (gemm.hpp). The bytes are Q4_0's, rearranged: same size, same values.
+inline constexpr int64_t kInterleavedRows = 8;
+struct BlockQ4_0x8 {
+  uint16_t scales[kInterleavedRows];           // FP16, row r's at r
+  uint8_t chunks[4][kInterleavedRows][4];      // [c][r]: bytes 4c..4c+3 of row r's nibbles
+};
+static_assert(sizeof(BlockQ4_0x8) == kInterleavedRows * sizeof(BlockQ4_0));
+
+// rows: 8 rows of `blocks` Q4_0 blocks each, row r at rows + r * blocks. out: (blocks).
+void interleave_q4_0_rows(const BlockQ4_0* rows, int64_t blocks, BlockQ4_0x8* out);
+// out (blocks) = row `row` (0..7) of a group of (blocks) interleaved blocks, as plain Q4_0.
+void deinterleave_q4_0_row(const BlockQ4_0x8* group, int64_t blocks, int row, BlockQ4_0* out);
+
 // CPULLM_INT8_CHANNEL: one row = FP32 scale d = amax/127, then n int8 q = round(x / d).
 void quantize_row_int8_channel(const float* x, std::byte* out, int64_t n);
 void dequantize_row_int8_channel(const std::byte* row, float* out, int64_t n);

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <vector>
 
 #include "engine/kernels/quant_formats.hpp"
 #include "engine/util/error.hpp"
@@ -13,7 +14,7 @@ namespace cpullm {
 bool row_convertible(GgmlType type) {
   switch (type) {
     case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q8_0: case GgmlType::Q4_0:
-    case GgmlType::CPULLM_INT8_CHANNEL:
+    case GgmlType::CPULLM_INT8_CHANNEL: case GgmlType::CPULLM_Q4_0_R8:
       return true;
     default: return false;
   }
@@ -45,6 +46,7 @@ void decode_row(GgmlType type, const std::byte* row, float* out, int64_t n) {
     case GgmlType::Q8_0: return dequantize_row_q8_0(reinterpret_cast<const BlockQ8_0*>(row), out, n);
     case GgmlType::Q4_0: return dequantize_row_q4_0(reinterpret_cast<const BlockQ4_0*>(row), out, n);
     case GgmlType::CPULLM_INT8_CHANNEL: return dequantize_row_int8_channel(row, out, n);
+    case GgmlType::CPULLM_Q4_0_R8: fail("CPULLM_Q4_0_R8 rows are interleaved in groups of 8: decode_matrix_row reads them");
     default: fail("no conversion from {} to FP32", ggml_type_name(type));
   }
 }
@@ -62,7 +64,32 @@ void encode_row(GgmlType type, const float* x, std::byte* row, int64_t n) {
     case GgmlType::Q8_0: return quantize_row_q8_0(x, reinterpret_cast<BlockQ8_0*>(row), n);
     case GgmlType::Q4_0: return quantize_row_q4_0(x, reinterpret_cast<BlockQ4_0*>(row), n);
     case GgmlType::CPULLM_INT8_CHANNEL: return quantize_row_int8_channel(x, row, n);
+    case GgmlType::CPULLM_Q4_0_R8: fail("CPULLM_Q4_0_R8 rows are interleaved in groups of 8: encode_rows writes them");
     default: fail("no conversion from FP32 to {}", ggml_type_name(type));
+  }
+}
+
+void decode_matrix_row(GgmlType type, const std::byte* data, int64_t row, float* out, int64_t n) {
+  if (type != GgmlType::CPULLM_Q4_0_R8) return decode_row(type, data + row * row_bytes(type, n), out, n);
+  const int64_t blocks = n / kQuantBlock;
+  const auto* group = reinterpret_cast<const BlockQ4_0x8*>(data + row / kInterleavedRows * kInterleavedRows * row_bytes(type, n));
+  std::vector<BlockQ4_0> plain(static_cast<std::size_t>(blocks));
+  deinterleave_q4_0_row(group, blocks, static_cast<int>(row % kInterleavedRows), plain.data());
+  dequantize_row_q4_0(plain.data(), out, n);
+}
+
+void encode_rows(GgmlType type, const float* x, int64_t rows, std::byte* data, int64_t n) {
+  const int64_t bytes = row_bytes(type, n);
+  if (type != GgmlType::CPULLM_Q4_0_R8) {
+    for (int64_t r = 0; r < rows; ++r) encode_row(type, x + r * n, data + r * bytes, n);
+    return;
+  }
+  if (rows % kInterleavedRows != 0) fail("CPULLM_Q4_0_R8 stores rows in groups of 8, not {}", rows);
+  const int64_t blocks = n / kQuantBlock;
+  std::vector<BlockQ4_0> plain(static_cast<std::size_t>(kInterleavedRows * blocks));
+  for (int64_t g = 0; g < rows; g += kInterleavedRows) {
+    quantize_row_q4_0(x + g * n, plain.data(), kInterleavedRows * n);  // rows end on block boundaries
+    interleave_q4_0_rows(plain.data(), blocks, reinterpret_cast<BlockQ4_0x8*>(data + g * bytes));
   }
 }
 

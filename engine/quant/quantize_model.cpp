@@ -13,6 +13,7 @@
 #include "engine/format/gguf.hpp"
 #include "engine/format/gguf_writer.hpp"
 #include "engine/kernels/matvec.hpp"
+#include "engine/kernels/quant_formats.hpp"
 #include "engine/kernels/row_convert.hpp"
 #include "engine/kernels/sparse.hpp"
 #include "engine/quant/sparsify.hpp"
@@ -97,14 +98,17 @@ TensorPlan plan_tensor(const GgufFile& file, const GgufTensorInfo& t, bool kept,
   // precision under Q4_0: Q6_K where rows are whole 256-value super-blocks, else Q8_0. cpullm has
   // no Q6_K, so it is always Q8_0 here.
   const bool output = t.name == "output.weight" || (t.name == "token_embd.weight" && !file.find_tensor("output.weight"));
-  if (target == GgmlType::Q4_0 && output) type = GgmlType::Q8_0;
+  const bool q4_0 = target == GgmlType::Q4_0 || target == GgmlType::CPULLM_Q4_0_R8;
+  if (q4_0 && output) type = GgmlType::Q8_0;
+  // Interleaving takes whole groups of 8 rows; a matrix of other row counts stays plain Q4_0.
+  if (type == GgmlType::CPULLM_Q4_0_R8 && (t.elements() / t.ne[0]) % kInterleavedRows != 0) type = GgmlType::Q4_0;
   // The integer formats need rows of whole 32-value blocks (Q8_0 and Q4_0 by layout, INT8_CHANNEL
   // for its kernels' Q8_0 activations); llama.cpp writes other matrices as F16 (stories260K's
   // ffn_down, 172 columns).
   if (!matvec_supports(type, t.ne[0])) type = GgmlType::F16;
   if (type != t.type && !row_convertible(t.type))
-    fail_file(file.path(), "tensor '{}' has type {}; quantize converts from F32, F16, BF16, Q8_0, Q4_0 and "
-              "CPULLM_INT8_CHANNEL (--keep '{}' copies it as it is)", t.name, ggml_type_name(t.type), t.name);
+    fail_file(file.path(), "tensor '{}' has type {}; quantize converts from F32, F16, BF16, Q8_0, Q4_0, "
+              "CPULLM_INT8_CHANNEL and CPULLM_Q4_0_R8 (--keep '{}' copies it as it is)", t.name, ggml_type_name(t.type), t.name);
   return {&t, type, type == target ? Outcome::converted : Outcome::fell_back};
 }
 
@@ -122,7 +126,7 @@ void release_input(const std::byte* begin, const std::byte* end) {
 // general.quantization_version) describing the output; absent ones are appended, as llama.cpp does.
 // Without a target type the matrices keep theirs, and so does general.file_type.
 void copy_metadata(const GgufFile& source, GgufWriter& writer, std::optional<GgmlType> target) {
-  const bool block_format = target == GgmlType::Q8_0 || target == GgmlType::Q4_0;
+  const bool block_format = target == GgmlType::Q8_0 || target == GgmlType::Q4_0 || target == GgmlType::CPULLM_Q4_0_R8;
   for (const auto& [key, value] : source.metadata()) {
     if (key == "general.file_type" && target) {
       if (const auto file_type = llama_file_type(*target)) writer.add_u32(key, *file_type);
@@ -146,7 +150,8 @@ GgmlType quantize_type_from_name(std::string_view name) {
   if (name == "bf16") return GgmlType::BF16;
   if (name == "f16") return GgmlType::F16;
   if (name == "int8-channel") return GgmlType::CPULLM_INT8_CHANNEL;
-  fail("quantize: unknown --type '{}' (q8_0, q4_0, int8-channel, bf16 or f16)", name);
+  if (name == "q4_0-r8") return GgmlType::CPULLM_Q4_0_R8;
+  fail("quantize: unknown --type '{}' (q8_0, q4_0, q4_0-r8, int8-channel, bf16 or f16)", name);
 }
 
 QuantizeSummary quantize_model(const std::string& input_path, const std::string& output_path,
@@ -190,7 +195,10 @@ QuantizeSummary quantize_model(const std::string& input_path, const std::string&
     const int64_t row = t.ne[0];
     const int64_t rows = t.elements() / row;
     const uint64_t in_row_bytes = row_bytes(t.type, row), out_row_bytes = row_bytes(plan.type, row);
-    const int64_t group = ggml_type_traits(static_cast<uint32_t>(plan.type))->row_group;
+    // Chunks and the parallel loop go by whole groups of the input's and the output's rows (1, 4
+    // or 8: the larger is a multiple of the smaller).
+    const int64_t group = std::max(ggml_type_traits(static_cast<uint32_t>(plan.type))->row_group,
+                                   ggml_type_traits(static_cast<uint32_t>(t.type))->row_group);
     const int64_t rows_per_chunk = std::max<int64_t>(1, (1 << 20) / row / group) * group;
     for (int64_t first = 0; first < rows; first += rows_per_chunk) {
       const int64_t n = std::min(rows_per_chunk, rows - first);
@@ -202,12 +210,11 @@ QuantizeSummary quantize_model(const std::string& input_path, const std::string&
         bytes.resize(n * out_row_bytes);
 #pragma omp parallel for
         for (int64_t g = 0; g < n / group; ++g) {
-          for (int64_t r = g * group; r < (g + 1) * group; ++r)
-            decode_row(t.type, in + r * in_row_bytes, values.data() + r * row, row);
+          for (int64_t r = g * group; r < (g + 1) * group; ++r) decode_matrix_row(t.type, in, r, values.data() + r * row, row);
           float* dense = values.data() + g * group * row;
           std::byte* out = bytes.data() + g * group * out_row_bytes;
           if (is_sparse(plan.type)) encode_sparse_rows(plan.type, dense, group, row, out);
-          else encode_row(plan.type, dense, out, row);
+          else encode_rows(plan.type, dense, group, out, row);
         }
         writer.write_data(bytes);
       }

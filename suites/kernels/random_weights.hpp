@@ -29,14 +29,11 @@ struct Weights {
 inline Weights random_weights(GgmlType type, int64_t rows, int64_t cols) {
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> row(cols);
+  std::vector<float> values(rows * cols);
+  for (float& v : values) v = dist(rng);
   Weights w;
-  const int64_t bytes_per_row = row_bytes(type, cols);
-  w.storage.resize(rows * bytes_per_row);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (float& v : row) v = dist(rng);
-    encode_row(type, row.data(), w.storage.data() + r * bytes_per_row, cols);
-  }
+  w.storage.resize(rows * row_bytes(type, cols));
+  encode_rows(type, values.data(), rows, w.storage.data(), cols);
   w.matrix = {w.storage.data(), type, rows, cols};
   return w;
 }

@@ -38,8 +38,7 @@ Matrix random_matrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rn
   Matrix m;
   m.view = {nullptr, type, rows, cols};
   m.storage.resize(rows * row_bytes(m.view));
-  for (int64_t r = 0; r < rows; ++r)
-    encode_row(type, values.data() + r * cols, m.storage.data() + r * row_bytes(m.view), cols);
+  encode_rows(type, values.data(), rows, m.storage.data(), cols);
   m.view.data = m.storage.data();
   std::vector<float> row(cols);
   for (int64_t r = 0; r < rows; ++r) {
@@ -106,6 +105,9 @@ std::vector<MatvecCase> matvec_cases() {
     cases.emplace_back(isa, GgmlType::Q8_0, 64, 4096);
     cases.emplace_back(isa, GgmlType::Q4_0, 64, 11008);
     cases.emplace_back(isa, GgmlType::CPULLM_INT8_CHANNEL, 64, 4096);
+    for (int64_t rows : {8, 32})  // whole groups of 8 rows
+      for (int64_t cols : {32, 64, 96, 416}) cases.emplace_back(isa, GgmlType::CPULLM_Q4_0_R8, rows, cols);
+    cases.emplace_back(isa, GgmlType::CPULLM_Q4_0_R8, 64, 11008);
   }
   return cases;
 }
@@ -141,9 +143,10 @@ TEST(Matvec, ReadsNothingPastTheMatrix) {
   const long page = sysconf(_SC_PAGESIZE);
   std::mt19937 rng(9);
   for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                        GgmlType::CPULLM_INT8_CHANNEL})
+                        GgmlType::CPULLM_INT8_CHANNEL, GgmlType::CPULLM_Q4_0_R8})
     for (int64_t cols : {32, 96, 160, 416, 512, 544}) {
-      const Matrix m = random_matrix(type, 3, cols, rng);
+      const int64_t rows = type == GgmlType::CPULLM_Q4_0_R8 ? 8 : 3;
+      const Matrix m = random_matrix(type, rows, cols, rng);
       const auto bytes = static_cast<long>(m.storage.size()), pages = (bytes + page - 1) / page;
       auto* region = static_cast<std::byte*>(mmap(nullptr, (pages + 1) * page, PROT_READ | PROT_WRITE,
                                                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
@@ -153,12 +156,12 @@ TEST(Matvec, ReadsNothingPastTheMatrix) {
       std::memcpy(data, m.storage.data(), m.storage.size());
       WeightMatrix w = m.view;
       w.data = data;
-      std::vector<float> x(cols, 0.5f), reference(3), fast(3);
+      std::vector<float> x(cols, 0.5f), reference(rows), fast(rows);
       matvec_reference(reference.data(), w, x.data());
       for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
         if (!cpu_supports(isa)) continue;
         matvec(fast.data(), w, x.data(), isa);
-        for (int r = 0; r < 3; ++r)
+        for (int r = 0; r < rows; ++r)
           EXPECT_NEAR(fast[r], reference[r], 1e-4 * (1 + std::abs(reference[r])))
               << ggml_type_name(type) << " " << cols << " " << isa_name(isa);
       }
@@ -193,7 +196,7 @@ TEST(MatvecGroup, EqualsOneMatvecPerMatrixAtEveryIsaAndThreadCount) {
   std::mt19937 rng(4);
   std::vector<Matrix> matrices;
   for (auto [type, rows] : {std::pair{GgmlType::Q4_0, 5}, {GgmlType::Q8_0, 7}, {GgmlType::F16, 3},
-                            {GgmlType::CPULLM_INT8_CHANNEL, 1}, {GgmlType::Q4_0, 33}})
+                            {GgmlType::CPULLM_INT8_CHANNEL, 1}, {GgmlType::CPULLM_Q4_0_R8, 16}, {GgmlType::Q4_0, 33}})
     matrices.push_back(random_matrix(type, rows, 96, rng));
   const std::vector<float> x = uniform_input(96, rng);
   for_each_isa_and_thread_count([&](Isa isa, int t) {
@@ -219,7 +222,8 @@ TEST(MatvecGroup, SeveralTokensEqualOneMatvecPerToken) {
   std::mt19937 rng(11);
   std::vector<Matrix> matrices;
   for (auto [type, rows] : {std::pair{GgmlType::Q4_0, 5}, {GgmlType::Q8_0, 7}, {GgmlType::F16, 3},
-                            {GgmlType::BF16, 4}, {GgmlType::CPULLM_INT8_CHANNEL, 2}, {GgmlType::F32, 9}})
+                            {GgmlType::BF16, 4}, {GgmlType::CPULLM_INT8_CHANNEL, 2}, {GgmlType::CPULLM_Q4_0_R8, 8},
+                            {GgmlType::F32, 9}})
     matrices.push_back(random_matrix(type, rows, 416, rng));  // 13 blocks: AVX2 Q4_0 runs 8 of them, then a tail of 5
   constexpr int64_t kXStride = 420, kYStride = 12;  // padding the kernels must leave alone
   const std::vector<float> x = uniform_input(kRowStreamTokens * kXStride, rng);
@@ -255,7 +259,8 @@ TEST(MatvecGroup, SeveralTokensEqualOneMatvecPerToken) {
 TEST(MatvecGroup, LongGroupsEqualOneMatvecPerMatrix) {
   std::mt19937 rng(12);
   std::vector<Matrix> matrices;
-  for (auto [type, rows] : {std::pair{GgmlType::F32, 37}, {GgmlType::Q8_0, 61}, {GgmlType::Q4_0, 90}})
+  for (auto [type, rows] : {std::pair{GgmlType::F32, 37}, {GgmlType::Q8_0, 61}, {GgmlType::Q4_0, 90},
+                            {GgmlType::CPULLM_Q4_0_R8, 88}})
     matrices.push_back(random_matrix(type, rows, 4096, rng));
   const std::vector<float> x = uniform_input(4096, rng);
   for_each_isa_and_thread_count([&](Isa isa, int t) {
@@ -395,6 +400,42 @@ TEST(Matvec, RefusesTypesWithoutAKernel) {
   EXPECT_TRUE(matvec_supports(GgmlType::CPULLM_INT8_CHANNEL, 64));
   float y, x[32] = {};
   EXPECT_THROW(matvec(&y, q4_1, x), std::exception);
+}
+
+// CPULLM_Q4_0_R8 holds Q4_0's bytes rearranged: the same values in every row, the same scalar
+// reference products bit for bit, and the rearrangement undone exactly. Row counts that are not
+// whole groups are refused.
+TEST(Q4_0R8, InterleavingKeepsQ4_0sValuesAndProducts) {
+  std::mt19937 rng(13);
+  const int64_t rows = 24, cols = 416;
+  const std::vector<float> values = uniform_input(rows * cols, rng), x = uniform_input(cols, rng);
+  WeightMatrix plain{nullptr, GgmlType::Q4_0, rows, cols}, interleaved{nullptr, GgmlType::CPULLM_Q4_0_R8, rows, cols};
+  std::vector<std::byte> plain_bytes(rows * row_bytes(plain)), interleaved_bytes(rows * row_bytes(interleaved));
+  ASSERT_EQ(plain_bytes.size(), interleaved_bytes.size());
+  encode_rows(GgmlType::Q4_0, values.data(), rows, plain_bytes.data(), cols);
+  encode_rows(GgmlType::CPULLM_Q4_0_R8, values.data(), rows, interleaved_bytes.data(), cols);
+  EXPECT_NE(plain_bytes, interleaved_bytes);
+  plain.data = plain_bytes.data();
+  interleaved.data = interleaved_bytes.data();
+  std::vector<float> a(cols), b(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    weight_row_to_float(a.data(), plain, r);
+    weight_row_to_float(b.data(), interleaved, r);
+    ASSERT_EQ(a, b) << "row " << r;
+  }
+  std::vector<float> y_plain(rows), y_interleaved(rows);
+  matvec_reference(y_plain.data(), plain, x.data());
+  matvec_reference(y_interleaved.data(), interleaved, x.data());
+  EXPECT_EQ(y_plain, y_interleaved);
+  const int64_t blocks = cols / kQuantBlock;
+  std::vector<BlockQ4_0> row(blocks);
+  for (int64_t r = 0; r < rows; ++r) {
+    deinterleave_q4_0_row(reinterpret_cast<const BlockQ4_0x8*>(interleaved_bytes.data()) + r / 8 * blocks, blocks,
+                          static_cast<int>(r % 8), row.data());
+    EXPECT_EQ(std::memcmp(row.data(), plain_bytes.data() + r * row_bytes(plain), row_bytes(plain)), 0) << "row " << r;
+  }
+  EXPECT_THROW(encode_rows(GgmlType::CPULLM_Q4_0_R8, values.data(), 12, interleaved_bytes.data(), cols), Error);
+  EXPECT_THROW(encode_row(GgmlType::CPULLM_Q4_0_R8, values.data(), interleaved_bytes.data(), cols), Error);
 }
 
 TEST(WeightRows, ConvertExactly) {

@@ -28,15 +28,14 @@ struct Matrix {
 
 Matrix random_matrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> row(cols);
+  std::vector<float> values(rows * cols), row(cols);
+  for (float& v : values) v = dist(rng);
   Matrix m;
   m.view = {nullptr, type, rows, cols};
-  const int64_t bytes = row_bytes(type, cols);
-  m.storage.resize(rows * bytes);
+  m.storage.resize(rows * row_bytes(type, cols));
+  encode_rows(type, values.data(), rows, m.storage.data(), cols);
   for (int64_t r = 0; r < rows; ++r) {
-    for (float& v : row) v = dist(rng);
-    encode_row(type, row.data(), m.storage.data() + r * bytes, cols);
-    decode_row(type, m.storage.data() + r * bytes, row.data(), cols);
+    decode_matrix_row(type, m.storage.data(), r, row.data(), cols);
     m.exact.insert(m.exact.end(), row.begin(), row.end());
   }
   m.view.data = m.storage.data();
@@ -88,6 +87,11 @@ void expect_matches_reference(Isa isa, GgmlType type, int64_t tokens, int64_t ro
 using MatmulCase = std::tuple<Isa, GgmlType>;
 class MatmulTest : public ::testing::TestWithParam<MatmulCase> {};
 
+// Rows for a shape test: any count, or whole groups of 8 for CPULLM_Q4_0_R8.
+std::vector<int64_t> row_counts(GgmlType type, std::vector<int64_t> any, std::vector<int64_t> grouped) {
+  return type == GgmlType::CPULLM_Q4_0_R8 ? grouped : any;
+}
+
 // Tokens off every register tile's width (N: 4 or 6 tokens), rows off every panel height (R: 8,
 // 16, 32 or 64 rows, the last panel padded); columns off every vector width and 8 x 8 transpose
 // (8, 16 floats), and odd and even block counts.
@@ -96,7 +100,7 @@ TEST_P(MatmulTest, MatchesReferenceOnRaggedShapes) {
   if (!cpu_supports(isa)) GTEST_SKIP() << "this CPU has no " << isa_name(isa);
   const std::vector<int64_t> float_cols = {1, 13, 65, 1000}, integer_cols = {32, 96, 416};
   for (int64_t tokens : {1, 3, 5, 17, 64})
-    for (int64_t rows : {1, 7, 33, 130})
+    for (int64_t rows : row_counts(type, {1, 7, 33, 130}, {8, 40, 136}))
       for (int64_t cols : uses_q8_0_activations(type) ? integer_cols : float_cols)
         expect_matches_reference(isa, type, tokens, rows, cols);
 }
@@ -109,7 +113,7 @@ TEST_P(MatmulTest, MatchesReferenceAcrossCacheBlocks) {
   if (!cpu_supports(isa)) GTEST_SKIP() << "this CPU has no " << isa_name(isa);
   const int64_t cols = uses_q8_0_activations(type) ? 416 : 1000;
   for (int64_t tokens : {17, 64})
-    for (int64_t rows : {33, 130}) expect_matches_reference(isa, type, tokens, rows, cols, 4096);
+    for (int64_t rows : row_counts(type, {33, 130}, {40, 136})) expect_matches_reference(isa, type, tokens, rows, cols, 4096);
 }
 
 std::string matmul_case_name(const ::testing::TestParamInfo<MatmulCase>& info) {
@@ -121,7 +125,7 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, MatmulTest,
     ::testing::Combine(::testing::Values(Isa::Scalar, Isa::Avx2, Isa::Avx512),
                        ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                                         GgmlType::CPULLM_INT8_CHANNEL)),
+                                         GgmlType::CPULLM_INT8_CHANNEL, GgmlType::CPULLM_Q4_0_R8)),
     matmul_case_name);
 
 // n activations drawn uniformly from [-1, 1).
