@@ -181,10 +181,10 @@ TEST(Matmul, RefusesTypesWithoutAKernel) {
 }
 
 // The streaming policy at the shapes it was measured on (docs/kernels.md): 1-2 tokens always,
-// float rows up to 4 tokens, integer rows up to 4 (Q4_0: 8) while the tokens' quantized
-// activations fit in 24 KiB, never more.
+// float rows up to 4 tokens, integer rows up to 4 (Q4_0 and Q4_0_R8: 8) while the tokens'
+// quantized activations fit in 24 KiB, never more.
 TEST(Matmul, StreamsRowsWhileTheTokensActivationsFitBesideThem) {
-  for (GgmlType type : {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0}) {
+  for (GgmlType type : {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::CPULLM_Q4_0_R8}) {
     EXPECT_TRUE(matmul_streams_rows(type, 2, 11008)) << ggml_type_name(type);
     EXPECT_FALSE(matmul_streams_rows(type, 9, 32)) << ggml_type_name(type);
   }
@@ -192,6 +192,8 @@ TEST(Matmul, StreamsRowsWhileTheTokensActivationsFitBesideThem) {
   EXPECT_FALSE(matmul_streams_rows(GgmlType::Q8_0, 5, 32));
   EXPECT_TRUE(matmul_streams_rows(GgmlType::Q4_0, 8, 2048));    // 8 x 64 x 40 = 20 KiB: TinyLlama's width
   EXPECT_FALSE(matmul_streams_rows(GgmlType::Q4_0, 8, 4096));   // 40 KiB
+  EXPECT_TRUE(matmul_streams_rows(GgmlType::CPULLM_Q4_0_R8, 8, 2048));  // the same 40 bytes a block: values, scale, offset
+  EXPECT_FALSE(matmul_streams_rows(GgmlType::CPULLM_Q4_0_R8, 8, 4096));
   EXPECT_TRUE(matmul_streams_rows(GgmlType::F16, 4, 11008));
   EXPECT_TRUE(matmul_streams_rows(GgmlType::Q8_0, 4, 4096));    // 4 x 128 blocks x 36 bytes = 18 KiB
   EXPECT_TRUE(matmul_streams_rows(GgmlType::Q8_0, 4, 5440));    // 24,480 bytes
