@@ -9,6 +9,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -17,6 +18,7 @@
 
 #include "engine/util/aligned_vector.hpp"
 #include "engine/instrument/roofs.hpp"
+#include "engine/kernels/int8_rows.hpp"
 #include "engine/util/mapped_file.hpp"
 #include "suites/kernels/memory_cases.hpp"
 #include "suites/kernels/thread_counts.hpp"
@@ -35,23 +37,55 @@ cpullm::AlignedVector<float>& array(int index) {
   return arrays[index];
 }
 
-// Reads n bytes (a multiple of 128) from `bytes` with `threads` threads: four independent
-// integer sums per thread (one chain would be bound by add latency, not by memory; integers,
-// as a file's bytes read as floats can be NaNs and denormals). kWork > 0 gives the core kWork
-// multiply-adds (vpmaddwd) per 32 bytes loaded, each summed, as a kernel's compute would.
-template <int kWork = 0>
-__m256i read_all(const std::byte* bytes, int64_t n, int threads) {
+// What read_all does with each 32 bytes it loads: sums them (the roof), or a kernel's compute:
+// kWork > 0 multiply-adds (vpmaddwd), each summed; kNibbleWork the CPULLM_Q4_0_R8 decode
+// kernel's work (dot_avx2.cpp): the nibbles unpacked by an AND and a shift-AND, each half met
+// by `maddubs` with 4 activations broadcast from an L1-resident array, the products summed.
+constexpr int kNibbleWork = -1;
+alignas(64) const std::array<int8_t, 4096> kActivations = [] {
+  std::array<int8_t, 4096> a{};
+  for (int i = 0; i < 4096; ++i) a[i] = static_cast<int8_t>(i * 7 % 255 - 127);
+  return a;
+}();
+
+template <int kWork>
+[[gnu::always_inline]] inline __m256i work_on(__m256i acc, __m256i v, int64_t at) {
+  if constexpr (kWork == 0) return _mm256_add_epi32(acc, v);
+  if constexpr (kWork == kNibbleWork) {
+    const __m256i mask = _mm256_set1_epi8(0x0f);
+    const int8_t* x = kActivations.data() + at % 2048;
+    int32_t low, high;
+    __builtin_memcpy(&low, x, 4);
+    __builtin_memcpy(&high, x + 16, 4);
+    const __m256i products = _mm256_add_epi16(
+        _mm256_maddubs_epi16(_mm256_and_si256(v, mask), _mm256_set1_epi32(low)),
+        _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), mask), _mm256_set1_epi32(high)));
+    return _mm256_add_epi16(acc, products);
+  }
+  for (int w = 0; w < kWork; ++w) acc = _mm256_add_epi32(acc, _mm256_madd_epi16(v, _mm256_set1_epi16(static_cast<int16_t>(w + 1))));
+  return acc;
+}
+
+// Reads n bytes (a multiple of 128) from `bytes`, `passes` times, with `threads` threads, each
+// the same static share every pass and no barrier between passes (a pass over 256 KiB takes a
+// few microseconds, about what a fork/join costs): four independent sums per thread (one chain
+// would be bound by add latency, not by memory; integers, as a file's bytes read as floats can
+// be NaNs and denormals), the work of work_on<kWork> per 32 bytes, and with kPrefetch the decode
+// kernels' prefetch 4 KiB ahead (int8_rows.hpp) per 64 bytes.
+template <int kWork = 0, bool kPrefetch = false>
+__m256i read_all(const std::byte* bytes, int64_t n, int threads, int passes = 1) {
   __m256i total = _mm256_setzero_si256();
 #pragma omp parallel num_threads(threads)
   {
     __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; i += 128)
-      for (int k = 0; k < 4; ++k) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + i + 32 * k));
-        if constexpr (kWork == 0) acc[k] = _mm256_add_epi32(acc[k], v);
-        for (int w = 0; w < kWork; ++w) acc[k] = _mm256_add_epi32(acc[k], _mm256_madd_epi16(v, _mm256_set1_epi16(static_cast<int16_t>(w + 1))));
+    for (int pass = 0; pass < passes; ++pass) {
+#pragma omp for schedule(static) nowait
+      for (int64_t i = 0; i < n; i += 128) {
+        if constexpr (kPrefetch) cpullm::prefetch_ahead(bytes + i), cpullm::prefetch_ahead(bytes + i + 64);
+        for (int k = 0; k < 4; ++k)
+          acc[k] = work_on<kWork>(acc[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + i + 32 * k)), i / 8 + 4 * k);
       }
+    }
 #pragma omp critical
     total = _mm256_add_epi32(total, _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3])));
   }
@@ -102,15 +136,16 @@ void BM_ReadHugePages(benchmark::State& state) {
 }
 
 // How much of the roof a kernel can read while it computes: the read of memory_read_huge with
-// WORK multiply-adds per 32 bytes (memory_read_work/WORK/THREADS), and the same loop over
-// 256 KiB that stays in L2 (cache_read_work/WORK/THREADS): how fast the core computes it when
-// memory is not in the way. A decode kernel that computes at c GB/s a core against a roof share
-// of r GB/s sits between the two rows whose cache rates bracket c; their memory rates, over
-// memory_read_huge's, are what the roof leaves such a kernel on this machine
-// (docs/kernels.md, "Decode, session 12").
-template <int kWork>
+// WORK multiply-adds per 32 bytes (memory_read_work/WORK/THREADS), or with the CPULLM_Q4_0_R8
+// kernel's work per 32 bytes, without and with its prefetch (memory_read_nibbles/PREFETCH/THREADS);
+// and the same loops over 256 KiB a thread that stays in L2, 64 passes a call
+// (cache_read_work/..., cache_read_nibbles/...): how fast the core computes them when memory is
+// not in the way. A kernel's rate in cache over the roof is its headroom; these say how much of
+// the roof a loop with that headroom reads on this machine (docs/kernels.md, "Decode, session 14").
+template <int kWork, bool kPrefetch = false>
 void BM_ReadWithWork(benchmark::State& state, bool in_cache) {
   constexpr int64_t kCacheBytes = int64_t{256} << 10;
+  constexpr int kCachePasses = 64;
   const std::byte* bytes = huge_page_buffer();
   if (!bytes) {
     state.SkipWithError("cannot map 1 GiB of anonymous memory");
@@ -118,16 +153,19 @@ void BM_ReadWithWork(benchmark::State& state, bool in_cache) {
   }
   const int threads = static_cast<int>(state.range(1));
   const int64_t n = in_cache ? kCacheBytes * threads : kBytes;
-  benchmark::DoNotOptimize(read_all<kWork>(bytes, n, threads));  // untimed: brings the cache case in
-  for (auto _ : state) benchmark::DoNotOptimize(read_all<kWork>(bytes, n, threads));
-  state.SetBytesProcessed(state.iterations() * n);
-  state.SetLabel(fmt::format("{} multiply-adds per 32 bytes, {}", kWork, in_cache ? "256 KiB a thread, in L2" : huge_page_label(bytes)));
+  const int passes = in_cache ? kCachePasses : 1;
+  benchmark::DoNotOptimize(read_all<kWork, kPrefetch>(bytes, n, threads, passes));  // untimed: brings the cache case in
+  for (auto _ : state) benchmark::DoNotOptimize(read_all<kWork, kPrefetch>(bytes, n, threads, passes));
+  state.SetBytesProcessed(state.iterations() * n * passes);
+  const std::string work = kWork == kNibbleWork ? std::string("Q4_0_R8's work") : fmt::format("{} multiply-adds", kWork);
+  state.SetLabel(fmt::format("{} per 32 bytes{}, {}", work, kPrefetch ? ", prefetch 4 KiB ahead" : "",
+                             in_cache ? "256 KiB a thread, in L2" : huge_page_label(bytes)));
 }
 
 void register_reads_with_work() {
-  const auto add = [](const char* name, auto function, bool in_cache, int work) {
+  const auto add = [](const char* name, auto function, bool in_cache, int argument) {
     benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(name, function, in_cache);
-    cpullm::bench::apply_thread_counts(b, work);
+    cpullm::bench::apply_thread_counts(b, argument);
     b->UseRealTime()->Unit(benchmark::kMillisecond);
   };
   for (bool in_cache : {false, true}) {
@@ -136,6 +174,9 @@ void register_reads_with_work() {
     add(name, BM_ReadWithWork<2>, in_cache, 2);
     add(name, BM_ReadWithWork<4>, in_cache, 4);
     add(name, BM_ReadWithWork<8>, in_cache, 8);
+    const char* nibbles = in_cache ? "cache_read_nibbles" : "memory_read_nibbles";
+    add(nibbles, BM_ReadWithWork<kNibbleWork, false>, in_cache, 0);
+    add(nibbles, BM_ReadWithWork<kNibbleWork, true>, in_cache, 1);
   }
 }
 const bool reads_with_work_registered = (register_reads_with_work(), true);
