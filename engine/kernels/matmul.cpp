@@ -169,6 +169,7 @@ void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, i
   if (!matvec_supports(w.type, w.cols))
     fail("matmul: no kernel for weight type {} with {} columns", ggml_type_name(w.type), w.cols);
   if (tokens <= 0 || w.rows <= 0) return;
+  rows_per_kernel_call(w);  // the GEMM's packing reads whole groups too
   if (matmul_streams_rows(w.type, tokens, w.cols)) {
     const MatvecTask task{y, &w, y_stride};
     return matvec_group({&task, 1}, x, x_stride, tokens, isa);

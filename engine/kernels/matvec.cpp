@@ -102,9 +102,6 @@ const void* prepare_activations(const WeightMatrix& w, const float* x) {
   return uses_q8_0_activations(w.type) ? static_cast<const void*>(&quantize_activations(x, w.cols)) : x;
 }
 
-// Rows per call of the type's row kernel: a group for the types stored in groups (dot.hpp).
-int64_t rows_per_dot(GgmlType type) { return ggml_type_traits(static_cast<uint32_t>(type))->row_group; }
-
 // One matrix of a group, ready to run: its kernel, the activations each token reads, its rows.
 // A unit is what one kernel call takes: a row, or a group of rows stored interleaved.
 struct PreparedTask {
@@ -134,6 +131,14 @@ bool matvec_supports(GgmlType type, int64_t cols) {
 }
 
 int64_t row_bytes(const WeightMatrix& w) { return row_bytes(w.type, w.cols); }
+
+int64_t rows_per_kernel_call(const WeightMatrix& w) {
+  const int64_t group = ggml_type_traits(static_cast<uint32_t>(w.type))->row_group;
+  if (w.rows % group != 0)
+    fail("a {} matrix stores its rows in groups of {}, and {} rows are not whole groups", ggml_type_name(w.type), group,
+         w.rows);
+  return group;
+}
 
 void matvec(float* y, const WeightMatrix& w, const float* x) { matvec(y, w, x, active_isa()); }
 
@@ -167,9 +172,9 @@ void matvec_group(std::span<const MatvecTask> tasks, const float* x, int64_t x_s
       else sparse_matmul(task.y, task.y_stride, w, x, x_stride, tokens, isa);
       continue;
     }
-    PreparedTask& t = prepared.emplace_back(
-        PreparedTask{task.y, task.y_stride, w.data, row_bytes(w) * rows_per_dot(w.type), w.rows / rows_per_dot(w.type),
-                     rows_per_dot(w.type), entry_for_type(kernels_for(isa), w.type), {}});
+    const int64_t group = rows_per_kernel_call(w);
+    PreparedTask& t = prepared.emplace_back(PreparedTask{task.y, task.y_stride, w.data, row_bytes(w) * group,
+                                                         w.rows / group, group, entry_for_type(kernels_for(isa), w.type), {}});
     for (int64_t k = 0; k < tokens; ++k) {
       if (!uses_q8_0_activations(w.type)) {
         if (!staged) staged = tokens == 1 ? x : stage_float_activations(x, x_stride, tokens, cols, staged_stride);
@@ -224,7 +229,7 @@ void matvec_reference(float* y, const WeightMatrix& w, const float* x) {
   if (is_sparse(w.type)) return sparse_matvec(y, w, x, Isa::Scalar);
   const RowDot dot = entry_for_type(scalar_dot_kernels(), w.type);
   const void* activations = prepare_activations(w, x);
-  const int64_t group = rows_per_dot(w.type), stride = row_bytes(w) * group;
+  const int64_t group = rows_per_kernel_call(w), stride = row_bytes(w) * group;
   for (int64_t r = 0; r < w.rows; r += group) dot(w.data + r / group * stride, &activations, 1, w.cols, &y[r]);
 }
 

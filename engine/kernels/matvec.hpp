@@ -27,6 +27,9 @@ bool uses_q8_0_activations(GgmlType type);
 // Whether a kernel runs this type at this row length.
 bool matvec_supports(GgmlType type, int64_t cols);
 int64_t row_bytes(const WeightMatrix& w);
+// Rows one row-kernel call takes: 1, or the type's group (CPULLM_Q4_0_R8: 8). An Error where w's
+// rows are not whole groups, never a read past its end.
+int64_t rows_per_kernel_call(const WeightMatrix& w);
 
 // y (rows) = W (rows, cols) . x (cols), rows split over the OpenMP threads, with the kernels
 // of `isa` (default: active_isa()).

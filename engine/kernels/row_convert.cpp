@@ -71,11 +71,13 @@ void encode_row(GgmlType type, const float* x, std::byte* row, int64_t n) {
 
 void decode_matrix_row(GgmlType type, const std::byte* data, int64_t row, float* out, int64_t n) {
   if (type != GgmlType::CPULLM_Q4_0_R8) return decode_row(type, data + row * row_bytes(type, n), out, n);
-  const int64_t blocks = n / kQuantBlock;
+  // A block at a time through a plain Q4_0 block: no allocation per call (embedding lookups).
   const auto* group = reinterpret_cast<const BlockQ4_0x8*>(data + row / kInterleavedRows * kInterleavedRows * row_bytes(type, n));
-  std::vector<BlockQ4_0> plain(static_cast<std::size_t>(blocks));
-  deinterleave_q4_0_row(group, blocks, static_cast<int>(row % kInterleavedRows), plain.data());
-  dequantize_row_q4_0(plain.data(), out, n);
+  for (int64_t b = 0; b < n / kQuantBlock; ++b) {
+    BlockQ4_0 block;
+    deinterleave_q4_0_row(group + b, 1, static_cast<int>(row % kInterleavedRows), &block);
+    dequantize_row_q4_0(&block, out + b * kQuantBlock, kQuantBlock);
+  }
 }
 
 void encode_rows(GgmlType type, const float* x, int64_t rows, std::byte* data, int64_t n) {

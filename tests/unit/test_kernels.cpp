@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/kernels/attention.hpp"
+#include "engine/kernels/matmul.hpp"
 #include "engine/kernels/matvec.hpp"
 #include "engine/kernels/quant_formats.hpp"
 #include "engine/kernels/row_convert.hpp"
@@ -404,7 +405,7 @@ TEST(Matvec, RefusesTypesWithoutAKernel) {
 
 // CPULLM_Q4_0_R8 holds Q4_0's bytes rearranged: the same values in every row, the same scalar
 // reference products bit for bit, and the rearrangement undone exactly. Row counts that are not
-// whole groups are refused.
+// whole groups are refused, by the encoder and by matvec.
 TEST(Q4_0R8, InterleavingKeepsQ4_0sValuesAndProducts) {
   std::mt19937 rng(13);
   const int64_t rows = 24, cols = 416;
@@ -435,6 +436,11 @@ TEST(Q4_0R8, InterleavingKeepsQ4_0sValuesAndProducts) {
     EXPECT_EQ(std::memcmp(row.data(), plain_bytes.data() + r * row_bytes(plain), row_bytes(plain)), 0) << "row " << r;
   }
   EXPECT_THROW(encode_rows(GgmlType::CPULLM_Q4_0_R8, values.data(), 12, interleaved_bytes.data(), cols), Error);
+  const WeightMatrix ragged{interleaved_bytes.data(), GgmlType::CPULLM_Q4_0_R8, 12, cols};
+  EXPECT_THROW(matvec(y_plain.data(), ragged, x.data(), Isa::Scalar), Error);
+  EXPECT_THROW(matvec_reference(y_plain.data(), ragged, x.data()), Error);
+  std::vector<float> batch_x(16 * cols), batch_y(16 * 12);
+  EXPECT_THROW(matmul(batch_y.data(), 12, ragged, batch_x.data(), cols, 16, Isa::Scalar), Error);
   EXPECT_THROW(encode_row(GgmlType::CPULLM_Q4_0_R8, values.data(), interleaved_bytes.data(), cols), Error);
 }
 
