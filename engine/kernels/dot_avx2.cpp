@@ -182,7 +182,7 @@ using Avx2IntegerKernels = IntegerRowKernels<Avx2BlockDot>;
 // 8 * 2 * 15 * 127 = 30480, so they add as int16 and one madd per block widens them; the
 // block's offset (-8 * the sum of its activations) then leaves exactly w.a per row. Against the
 // Q4_0 row kernel's step this saves the 128-bit inserts, the cross-lane reduction and three of
-// every four madds (docs/kernels.md, "Interleaved rows").
+// every four madds (docs/kernels.md, "Decode, session 14").
 template <int T>
 struct Avx2InterleavedQ4_0 {
   static void run(const std::byte* data, const void* const* activations, int64_t cols, float* out) {
@@ -193,9 +193,7 @@ struct Avx2InterleavedQ4_0 {
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < cols / kQuantBlock; ++b) {
-      // A block is 144 bytes: two prefetches, at its start and its middle, reach every line.
       prefetch_ahead(group + b);
-      prefetch_ahead(reinterpret_cast<const std::byte*>(group + b) + sizeof(BlockQ4_0x8) / 2);
       __m256i products[T];
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) products[t] = _mm256_setzero_si256();

@@ -223,8 +223,7 @@ struct Avx512InterleavedQ4_0 {
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < cols / kQuantBlock; ++b) {
-      prefetch_ahead(group + b);  // two prefetches reach every line of the 144-byte block
-      prefetch_ahead(reinterpret_cast<const std::byte*>(group + b) + sizeof(BlockQ4_0x8) / 2);
+      prefetch_ahead(group + b);
       __m256i sums[T];
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) sums[t] = _mm256_set1_epi32(a[t]->block_offsets[b]);
