@@ -12,9 +12,24 @@ void rmsnorm(float* out, const float* x, const float* weight, int64_t n, float e
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
+float max_value(const float* x, int64_t n) {
+  // A vector at a time: std::max_element is one scalar chain of vmaxss, whose latency made it
+  // most of a decode attention's softmax. A maximum is the same in any order.
+  Lanes lane_max = Lanes{} - INFINITY;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const Lanes v = load_lanes(x + i);
+    lane_max = v > lane_max ? v : lane_max;
+  }
+  float result = -INFINITY;
+  for (int64_t l = 0; l < kLanes; ++l) result = std::max(result, lane_max[l]);
+  for (; i < n; ++i) result = std::max(result, x[i]);
+  return result;
+}
+
 void softmax(float* x, int64_t n) {
-  const float max_value = *std::max_element(x, x + n);
-  for (int64_t i = 0; i < n; ++i) x[i] -= max_value;
+  const float max = max_value(x, n);
+  for (int64_t i = 0; i < n; ++i) x[i] -= max;
   const float sum = exp_in_place(x, n);
   for (int64_t i = 0; i < n; ++i) x[i] /= sum;
 }

@@ -55,6 +55,9 @@ inline float exp_in_place(float* x, int64_t n) {
 // out (n) = x / sqrt(mean(x^2) + eps) * weight. out may alias x.
 void rmsnorm(float* out, const float* x, const float* weight, int64_t n, float eps);
 
+// The largest of x (n), -inf for n = 0.
+float max_value(const float* x, int64_t n);
+
 // x (n) = softmax(x), shifted by the maximum for stability.
 void softmax(float* x, int64_t n);
 

@@ -495,6 +495,21 @@ TEST(Ops, SoftmaxIsStableAndNormalised) {
   EXPECT_NEAR(x[1], 1 / (1 + std::exp(-1.0) + std::exp(-2.0)), 1e-6);
 }
 
+// The vector maximum against std::max_element: every length up to past three vectors, the
+// maximum in each place (vector lanes and the scalar tail), all values negative.
+TEST(Ops, MaxValueFindsTheMaximumAnywhere) {
+  EXPECT_EQ(max_value(nullptr, 0), -INFINITY);
+  for (int64_t n = 1; n <= 27; ++n)
+    for (int64_t at = 0; at < n; ++at) {
+      std::vector<float> x(n);
+      for (int64_t i = 0; i < n; ++i) x[i] = -100.0f - static_cast<float>((i * 7) % 11);
+      x[at] = -3.5f;
+      EXPECT_EQ(max_value(x.data(), n), -3.5f) << n << " values, maximum at " << at;
+    }
+  const std::vector<float> masked = {-INFINITY, -INFINITY, -2.0f};
+  EXPECT_EQ(max_value(masked.data(), 3), -2.0f);
+}
+
 TEST(Ops, RopeRotatesAdjacentPairs) {
   const int64_t heads = 2, head_dim = 8, pos = 5;
   const float theta = 10000;
