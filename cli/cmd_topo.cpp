@@ -247,7 +247,7 @@ void register_topo(CLI::App& app) {
   command->add_option("-m,--model", options->model, "GGUF file to size the placement from")->check(CLI::ExistingFile);
   command->add_option("--shape", options->shape, "Without -m: size the placement for this LLaMA shape (tinyllama-1.1b, llama-7b, llama-13b)");
   command->add_option("--dtype", options->dtype, "Without -m: the shape's matrix type")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_0-r8", "int8-channel"}));
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q8_0-r8", "q4_0-r8", "int8-channel"}));
   command->add_flag("--json", options->json, "Print JSON instead of text");
   command->callback([options] { run_topo(*options); });
 }

@@ -44,7 +44,7 @@ column is the share of the model the run had mapped in 2 MiB pages (cpullm bench
 
 Usage: suites/decode_bandwidth.py [--build build] [--models DIR] [--threads 2] [--tokens 64]
        [--isa avx2,avx512] [--cases tinyllama:q8_0,tinyllama:q4_0,llama7b-4l:q8_0,llama7b-4l:q4_0]
-       (formats: q8_0, q4_0, q4_0-r8)
+       (formats: q8_0, q4_0, q8_0-r8, q4_0-r8)
        [--repeat 1] [--baseline DIR] [--fresh-copies]
 """
 import argparse
@@ -100,7 +100,7 @@ def read_bandwidth(args):
     return max(reads)
 
 
-BENCH_TYPES = {"q8_0": 8, "q4_0": 2, "q4_0-r8": 4098}  # bench_kernels' numbers for the formats and kernel levels
+BENCH_TYPES = {"q8_0": 8, "q4_0": 2, "q4_0-r8": 4098, "q8_0-r8": 4099}  # bench_kernels' numbers for the formats and kernel levels
 BENCH_ISAS = {"avx2": 1, "avx512": 2}
 DIMS = {"tinyllama": 2048, "llama7b-4l": 4096}
 

@@ -21,11 +21,12 @@ import math
 from dataclasses import dataclass, field
 
 # Bytes per weight of each format (Q8_0: 32 int8 + an FP16 scale per block; Q4_0: 32 nibbles +
-# a scale; Q4_0-R8 the same bytes, rows interleaved in 8s); INT8 per channel adds one FP32 scale per row.
-BYTES_PER_WEIGHT = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32, "q4_0-r8": 18 / 32,
-                    "int8-channel": 1.0}
+# a scale; the -r8 layouts the same bytes, rows interleaved in 8s); INT8 per channel adds one FP32
+# scale per row.
+BYTES_PER_WEIGHT = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32, "q8_0-r8": 34 / 32,
+                    "q4_0-r8": 18 / 32, "int8-channel": 1.0}
 TYPE_FORMAT = {"F32": "f32", "F16": "f16", "BF16": "bf16", "Q8_0": "q8_0", "Q4_0": "q4_0",
-               "CPULLM_INT8_CHANNEL": "int8-channel", "CPULLM_Q4_0_R8": "q4_0-r8"}
+               "CPULLM_INT8_CHANNEL": "int8-channel", "CPULLM_Q4_0_R8": "q4_0-r8", "CPULLM_Q8_0_R8": "q8_0-r8"}
 CHUNK = 512  # prompt tokens per forward_batch call: the weights are read once per chunk
 
 
@@ -73,12 +74,12 @@ def tensor_formats(shape, fmt, keep=""):
             out.append((name, rows, cols, source, size))
             continue
         target = fmt
-        if fmt in ("q8_0", "q4_0", "q4_0-r8", "int8-channel") and cols % 32:
+        if fmt in ("q4_0", "q4_0-r8") and (name == "output.weight" or (name == "token_embd.weight" and not has_output)):
+            target = {"q4_0": "q8_0", "q4_0-r8": "q8_0-r8"}[fmt]
+        if target.endswith("-r8") and rows % 8:
+            target = target[:-len("-r8")]
+        if target in ("q8_0", "q4_0", "q8_0-r8", "q4_0-r8", "int8-channel") and cols % 32:
             target = "f16"
-        elif fmt in ("q4_0", "q4_0-r8") and (name == "output.weight" or (name == "token_embd.weight" and not has_output)):
-            target = "q8_0"
-        elif fmt == "q4_0-r8" and rows % 8:
-            target = "q4_0"
         extra = 4 * rows if target == "int8-channel" else 0
         out.append((name, rows, cols, target, int(rows * cols * BYTES_PER_WEIGHT[target]) + extra))
     return out
@@ -172,7 +173,7 @@ def profile_roofs(profile, sockets, cores_per_socket, strategy, bandwidth_effici
     peak = cores_per_socket * sockets * value("base_clock_ghz")
     fp = peak * value("fp32_flops_per_cycle_per_core") * compute_efficiency
     int8 = peak * value("int8_ops_per_cycle_per_core") * compute_efficiency
-    gemm = {"f32": fp, "f16": fp, "bf16": fp, "q8_0": int8, "q4_0": int8, "q4_0-r8": int8, "int8-channel": int8}
+    gemm = {"f32": fp, "f16": fp, "bf16": fp, "q8_0": int8, "q4_0": int8, "q8_0-r8": int8, "q4_0-r8": int8, "int8-channel": int8}
     link = value("socket_link_gbs_per_package")
     return Roofs(bandwidth_gbs=per_socket * s["nodes_serving"], gemm_gflops=gemm,
                  remote_fraction=s["remote"], link_gbs=link * s["links"] if link else math.inf,

@@ -45,7 +45,7 @@ DIMENSIONS = {
 }
 CHOICES = {
     "bind": {"none", "compact", "scatter", "numa"},
-    "format": {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_0-r8", "int8-channel"},
+    "format": {"f32", "f16", "bf16", "q8_0", "q4_0", "q8_0-r8", "q4_0-r8", "int8-channel"},
     "placement": {"first-touch", "interleave", "replicate", "shard"},
     "kv_type": {"f32", "f16", "bf16"},
     "prefetch": {0, 1},

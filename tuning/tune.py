@@ -30,7 +30,7 @@ import sweep as sw
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FORMATS = ["f32", "f16", "bf16", "q8_0", "int8-channel", "q4_0"]
-GGML_TYPE = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8, "bf16": 30, "int8-channel": 4097, "q4_0-r8": 4098}  # bench_kernels' arguments
+GGML_TYPE = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8, "bf16": 30, "int8-channel": 4097, "q4_0-r8": 4098, "q8_0-r8": 4099}  # bench_kernels' arguments
 ISA_NUMBER = {"scalar": 0, "avx2": 1, "avx512": 2}
 
 

@@ -25,6 +25,7 @@ ModelFacts describe_model(const GgufFile& file) {
   std::string type_name(ggml_type_name(q.type));
   facts.format = q.type == GgmlType::CPULLM_INT8_CHANNEL ? "int8-channel"
                  : q.type == GgmlType::CPULLM_Q4_0_R8    ? "q4_0-r8"
+                 : q.type == GgmlType::CPULLM_Q8_0_R8    ? "q8_0-r8"
                                                          : type_name;
   std::transform(facts.format.begin(), facts.format.end(), facts.format.begin(),
                  [](unsigned char c) { return std::tolower(c); });

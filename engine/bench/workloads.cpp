@@ -64,9 +64,9 @@ std::vector<Workload> read_workloads(const std::string& path) {
     } catch (const nlohmann::json::exception& e) {
       fail_file(path, "workload '{}': {}", w.name, e.what());
     }
-    const std::set<std::string> formats = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_0-r8", "int8-channel"};
+    const std::set<std::string> formats = {"f32", "f16", "bf16", "q8_0", "q4_0", "q8_0-r8", "q4_0-r8", "int8-channel"};
     if (!formats.contains(w.format))
-      fail_file(path, "workload '{}': format '{}' is none of f32, f16, bf16, q8_0, q4_0, q4_0-r8, int8-channel", w.name,
+      fail_file(path, "workload '{}': format '{}' is none of f32, f16, bf16, q8_0, q4_0, q8_0-r8, q4_0-r8, int8-channel", w.name,
                 w.format);
     if (w.kv_type != "f32" && w.kv_type != "f16" && w.kv_type != "bf16")
       fail_file(path, "workload '{}': kv_type '{}' is none of f32, f16, bf16", w.name, w.kv_type);

@@ -70,6 +70,7 @@ GgmlType sparse_type_number(const SparseType& s) {
 std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t type) {
   if (type == static_cast<uint32_t>(GgmlType::CPULLM_INT8_CHANNEL)) return GgmlTypeTraits{"CPULLM_INT8_CHANNEL", 1, 1, 4};
   if (type == static_cast<uint32_t>(GgmlType::CPULLM_Q4_0_R8)) return GgmlTypeTraits{"CPULLM_Q4_0_R8", 32, 18, 0, 0, 8};
+  if (type == static_cast<uint32_t>(GgmlType::CPULLM_Q8_0_R8)) return GgmlTypeTraits{"CPULLM_Q8_0_R8", 32, 34, 0, 0, 8};
   if (const auto sparse = sparse_type(type)) return sparse_traits(*sparse);
   if (type >= kTraits.size() || kTraits[type].name.empty()) return std::nullopt;
   return kTraits[type];

@@ -23,6 +23,8 @@ enum class GgmlType : uint32_t {
   // decode kernel then keeps one row per int32 lane and needs no horizontal sums. Stored in the
   // file, so the mapping stays shared between processes.
   CPULLM_Q4_0_R8 = 4098,
+  // cpullm's own: Q8_0's blocks and values, every 8 rows interleaved the same way (BlockQ8_0x8).
+  CPULLM_Q8_0_R8 = 4099,
 };
 
 // cpullm's sparse types (Top-K pruned matrices, engine/kernels/sparse.hpp): one number carries

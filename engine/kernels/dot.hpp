@@ -55,7 +55,7 @@ inline constexpr int kRowDotTokens = 4;
 
 // The dot products of one row of weights with `tokens` (1..kRowDotTokens) activation vectors.
 // row: (cols) weights in the table entry's format; for a type stored in groups of rows
-// (CPULLM_Q4_0_R8: kInterleavedRows) one whole group, whose rows' products come out side by
+// (the _R8 types: kInterleavedRows) one whole group, whose rows' products come out side by
 // side. activations: (tokens) pointers, each to (cols) floats for the float formats or to a
 // QuantizedActivations for the block-quantized ones. out: (tokens, rows in the group; 1 for
 // the other types). The row is loaded, and widened or unpacked, once for all the tokens;
@@ -77,7 +77,7 @@ void by_token_count(const std::byte* row, const void* const* activations, int to
 struct DotKernels {
   RowDot f32, f16, bf16;             // FP32 activations, FP32 accumulation
   RowDot q8_0, q4_0, int8_channel;   // Q8_0 activations, exact int32 sums per block, FP32 across blocks
-  RowDot q4_0_r8;                    // the same, 8 interleaved rows a call
+  RowDot q4_0_r8, q8_0_r8;           // the same, 8 interleaved rows a call
 };
 
 // An INT8_CHANNEL row: one FP32 scale for the whole row, then its int8 values.

@@ -175,31 +175,35 @@ struct Avx2BlockDot {
 };
 using Avx2IntegerKernels = IntegerRowKernels<Avx2BlockDot>;
 
-// CPULLM_Q4_0_R8: a group of 8 rows, one row per int32 lane, so no sums cross lanes. Per block
-// and chunk one load, an AND (low nibbles) and a shift and an AND (high nibbles) serve every
+// CPULLM_Q4_0_R8 and CPULLM_Q8_0_R8: a group of 8 rows, one row per int32 lane, so no sums
+// cross lanes; per block the lanes' int32 sums of each token come from the format's chunks
+// (block_sums below), then one conversion, the 8 rows' scales and an FMA serve the block.
+//
+// Q4_0: per chunk one load, an AND (low nibbles) and a shift and an AND (high nibbles) serve every
 // token; per token two maddubs meet them with 4 activations broadcast to every lane. The nibbles
 // go in unsigned, as stored: a lane's 8 int16 pairs of products per block stay within
 // 8 * 2 * 15 * 127 = 30480, so they add as int16 and one madd per block widens them; the
 // block's offset (-8 * the sum of its activations) then leaves exactly w.a per row. Against the
 // Q4_0 row kernel's step this saves the 128-bit inserts, the cross-lane reduction and three of
 // every four madds (docs/kernels.md, "Decode, session 14").
-template <int T>
-struct Avx2InterleavedQ4_0 {
-  static void run(const std::byte* data, const void* const* activations, int64_t cols, float* out) {
-    const auto* group = reinterpret_cast<const BlockQ4_0x8*>(data);
-    const auto* const* a = reinterpret_cast<const QuantizedActivations* const*>(activations);
-    const __m256i mask = _mm256_set1_epi8(0x0f);
-    __m256 acc[T];
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < cols / kQuantBlock; ++b) {
-      prefetch_ahead(group + b);
+//
+// Q8_0: per chunk one load and its magnitudes serve every token; per token the sign trick's
+// maddubs and a madd into the int32 lanes (two chunks' int16 pairs could overflow). Against the
+// Q8_0 row kernel this saves the per-block conversion, scale multiply and FMA of each row, and
+// the row's final reduction (docs/kernels.md, "Decode, session 15").
+template <typename Block>
+struct Avx2Interleaved {
+  template <int T>
+  static void block_sums(const Interleaved8<Block>& block, const QuantizedActivations* const* a, int64_t b,
+                         __m256i (&sums)[T]) {
+    if constexpr (std::is_same_v<Block, BlockQ4_0>) {
+      const __m256i mask = _mm256_set1_epi8(0x0f);
       __m256i products[T];
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) products[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
-        const __m256i nibbles = load32_i8(group[b].chunks[c]);
+        const __m256i nibbles = load32_i8(block.chunks[c]);
         const __m256i low = _mm256_and_si256(nibbles, mask), high = _mm256_and_si256(_mm256_srli_epi16(nibbles, 4), mask);
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
@@ -208,17 +212,41 @@ struct Avx2InterleavedQ4_0 {
                                                                        _mm256_maddubs_epi16(high, broadcast4_i8(x + kQuantBlock / 2))));
         }
       }
-      const __m256 weight_scales = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group[b].scales)));
 #pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) {
-        const __m256i sums = _mm256_add_epi32(_mm256_madd_epi16(products[t], _mm256_set1_epi16(1)),
-                                              _mm256_set1_epi32(a[t]->block_offsets[b]));
-        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(weight_scales, _mm256_set1_ps(a[t]->scales[b])), _mm256_cvtepi32_ps(sums), acc[t]);
+      for (int t = 0; t < T; ++t)
+        sums[t] = _mm256_add_epi32(_mm256_madd_epi16(products[t], _mm256_set1_epi16(1)), _mm256_set1_epi32(a[t]->block_offsets[b]));
+    } else {
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) sums[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) {
+        const __m256i weights = load32_i8(block.chunks[c]);
+        const __m256i magnitudes = _mm256_sign_epi8(weights, weights);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t)
+          sums[t] = _mm256_add_epi32(sums[t], block_products(weights, magnitudes, broadcast4_i8(a[t]->values + b * kQuantBlock + 4 * c)));
       }
     }
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) _mm256_storeu_ps(out + t * kInterleavedRows, acc[t]);
   }
+
+  template <int T>
+  struct Kernel {
+    static void run(const std::byte* data, const void* const* activations, int64_t cols, float* out) {
+      const auto* group = reinterpret_cast<const Interleaved8<Block>*>(data);
+      const auto* const* a = reinterpret_cast<const QuantizedActivations* const*>(activations);
+      __m256 acc[T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+      for (int64_t b = 0; b < cols / kQuantBlock; ++b) {
+        prefetch_ahead(group + b);
+        __m256i sums[T];
+        block_sums<T>(group[b], a, b, sums);
+        scale_interleaved_sums(group[b], a, b, sums, acc);
+      }
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) _mm256_storeu_ps(out + t * kInterleavedRows, acc[t]);
+    }
+  };
 };
 
 }  // namespace
@@ -228,7 +256,8 @@ const DotKernels& avx2_dot_kernels() {
                                   by_token_count<FloatRow<2, load8_f16, load_f16>::Kernel>,
                                   by_token_count<FloatRow<2, load8_bf16, load_bf16>::Kernel>, Avx2IntegerKernels::q8_0,
                                   Avx2IntegerKernels::q4_0, Avx2IntegerKernels::int8_channel,
-                                  by_token_count<Avx2InterleavedQ4_0>};
+                                  by_token_count<Avx2Interleaved<BlockQ4_0>::Kernel>,
+                                  by_token_count<Avx2Interleaved<BlockQ8_0>::Kernel>};
   return kernels;
 }
 

@@ -38,13 +38,14 @@ struct ScalarBlockDot {
 };
 using ScalarIntegerKernels = IntegerRowKernels<ScalarBlockDot>;
 
-// A CPULLM_Q4_0_R8 group: each of its rows as a row of its own, one token after another.
-void dot_q4_0_r8(const std::byte* group, const void* const* activations, int tokens, int64_t cols, float* out) {
+// A CPULLM_Q4_0_R8 or CPULLM_Q8_0_R8 group: each of its rows as a row of its own, one token after another.
+template <typename Plain>
+void dot_interleaved(const std::byte* group, const void* const* activations, int tokens, int64_t cols, float* out) {
   const auto* a = reinterpret_cast<const QuantizedActivations* const*>(activations);
+  const auto* blocks = reinterpret_cast<const Interleaved8<typename Plain::Block>*>(group);
   for (int t = 0; t < tokens; ++t)
     for (int r = 0; r < kInterleavedRows; ++r)
-      ScalarBlockDot::Tokens<1>::run(Q4_0R8Row{reinterpret_cast<const BlockQ4_0x8*>(group), r}, a + t, cols,
-                                     out + t * kInterleavedRows + r);
+      ScalarBlockDot::Tokens<1>::run(InterleavedRow<Plain>{blocks, r}, a + t, cols, out + t * kInterleavedRows + r);
 }
 
 }  // namespace
@@ -52,7 +53,8 @@ void dot_q4_0_r8(const std::byte* group, const void* const* activations, int tok
 const DotKernels& scalar_dot_kernels() {
   static const DotKernels kernels{dot_float_row<4, load_f32>, dot_float_row<2, load_f16>, dot_float_row<2, load_bf16>,
                                   ScalarIntegerKernels::q8_0, ScalarIntegerKernels::q4_0,
-                                  ScalarIntegerKernels::int8_channel, dot_q4_0_r8};
+                                  ScalarIntegerKernels::int8_channel, dot_interleaved<Q4_0Row>,
+                                  dot_interleaved<Q8_0Row>};
   return kernels;
 }
 

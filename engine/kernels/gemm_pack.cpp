@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "engine/kernels/gemm.hpp"
 #include "engine/kernels/int8_rows.hpp"
@@ -60,22 +61,23 @@ void pack_integer_rows(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t bl
   }
 }
 
-// CPULLM_Q4_0_R8 is stored as the panel is laid out, 4 weights of each of 8 rows per 32 bytes:
-// each chunk unpacks into two of the panel's groups of 4 columns (its low nibbles are group c,
-// its high nibbles group 4 + c) without a transpose. Panels start on multiples of R and the
-// matrix has whole groups of 8 rows, so a panel's 8 rows are one group or all padding.
-void pack_q4_0_r8_rows(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t blocks, int R, uint8_t flip,
-                       std::byte* panel) {
+// The _R8 types are stored as the panel is laid out, 4 weights of each of 8 rows per 32 bytes:
+// no transpose. A CPULLM_Q8_0_R8 chunk is panel group c; a CPULLM_Q4_0_R8 chunk unpacks into two
+// (its low nibbles are group c, its high nibbles group 4 + c). Panels start on multiples of R and
+// the matrix has whole groups of 8 rows, so a panel's 8 rows are one group or all padding.
+template <typename Block>
+void pack_interleaved_rows(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t blocks, int R, uint8_t flip,
+                           std::byte* panel) {
   const int64_t group_stride = row_bytes(w) * kInterleavedRows;
   const int64_t block_bytes = integer_panel_block_bytes(R);
   const __m256i mask = _mm256_set1_epi8(0x0f), zero_point = _mm256_set1_epi8(Q4_0Row::kZeroPoint);
   const __m256i flip_bytes = _mm256_set1_epi8(static_cast<char>(flip));
-  const auto store = [&](std::byte* at, __m256i nibbles) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(at), _mm256_xor_si256(_mm256_sub_epi8(nibbles, zero_point), flip_bytes));
+  const auto store = [&](std::byte* at, __m256i weights) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(at), _mm256_xor_si256(weights, flip_bytes));
   };
   for (int r8 = 0; r8 < R; r8 += kInterleavedRows) {
     const bool real = r0 + r8 < w.rows;
-    const auto* group = reinterpret_cast<const BlockQ4_0x8*>(w.data + (r0 + r8) / kInterleavedRows * group_stride);
+    const auto* group = reinterpret_cast<const Interleaved8<Block>*>(w.data + (r0 + r8) / kInterleavedRows * group_stride);
     for (int64_t b = 0; b < blocks; ++b) {
       std::byte* block = panel + b * block_bytes;
       auto* scales = reinterpret_cast<float*>(block + kQuantBlock * R) + r8;
@@ -84,11 +86,15 @@ void pack_q4_0_r8_rows(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t bl
         std::fill_n(scales, kInterleavedRows, 0.0f);
         continue;
       }
-      const BlockQ4_0x8& source = group[b0 + b];
-      for (int c = 0; c < 4; ++c) {
-        const __m256i nibbles = load32_i8(source.chunks[c]);
-        store(block + (c * R + r8) * 4, _mm256_and_si256(nibbles, mask));
-        store(block + ((c + 4) * R + r8) * 4, _mm256_and_si256(_mm256_srli_epi16(nibbles, 4), mask));
+      const Interleaved8<Block>& source = group[b0 + b];
+      for (int c = 0; c < Interleaved8<Block>::kChunks; ++c) {
+        const __m256i chunk = load32_i8(source.chunks[c]);
+        if constexpr (std::is_same_v<Block, BlockQ8_0>) {
+          store(block + (c * R + r8) * 4, chunk);
+        } else {
+          store(block + (c * R + r8) * 4, _mm256_sub_epi8(_mm256_and_si256(chunk, mask), zero_point));
+          store(block + ((c + 4) * R + r8) * 4, _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(chunk, 4), mask), zero_point));
+        }
       }
       _mm256_storeu_ps(scales, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(source.scales))));
     }
@@ -137,7 +143,8 @@ void pack_integer_panel(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t b
     case GgmlType::Q8_0: return pack_integer_rows<Q8_0Row>(w, r0, b0, blocks, R, flip, panel);
     case GgmlType::Q4_0: return pack_integer_rows<Q4_0Row>(w, r0, b0, blocks, R, flip, panel);
     case GgmlType::CPULLM_INT8_CHANNEL: return pack_integer_rows<Int8ChannelRow>(w, r0, b0, blocks, R, flip, panel);
-    case GgmlType::CPULLM_Q4_0_R8: return pack_q4_0_r8_rows(w, r0, b0, blocks, R, flip, panel);
+    case GgmlType::CPULLM_Q4_0_R8: return pack_interleaved_rows<BlockQ4_0>(w, r0, b0, blocks, R, flip, panel);
+    case GgmlType::CPULLM_Q8_0_R8: return pack_interleaved_rows<BlockQ8_0>(w, r0, b0, blocks, R, flip, panel);
     default: fail("matmul: no integer panel for weight type {}", ggml_type_name(w.type));
   }
 }

@@ -28,14 +28,31 @@ inline __m256i broadcast4_i8(const int8_t* p) {
 // (docs/kernels.md, "Decode, session 12").
 inline constexpr int64_t kPrefetchAhead = 4096;
 inline void prefetch_ahead(const void* p) { _mm_prefetch(static_cast<const char*>(p) + kPrefetchAhead, _MM_HINT_T0); }
-// A CPULLM_Q4_0_R8 block is 144 bytes: two prefetches, at its start and its middle, reach every
-// line of it (the blocks are read in order).
-inline void prefetch_ahead(const BlockQ4_0x8* block) {
-  prefetch_ahead(static_cast<const void*>(block));
-  prefetch_ahead(reinterpret_cast<const std::byte*>(block) + sizeof(BlockQ4_0x8) / 2);
+// An interleaved block is 144 bytes (Q4_0) or 272 (Q8_0): a prefetch every 72 or 68 bytes, 2 or
+// 4 a block, reaches every line (the blocks are read in order).
+template <typename Block>
+inline void prefetch_ahead(const Interleaved8<Block>* block) {
+  constexpr int64_t kStep = sizeof(*block) / (sizeof(*block) / 64);
+  for (int64_t at = 0; at < static_cast<int64_t>(sizeof(*block)); at += kStep)
+    prefetch_ahead(reinterpret_cast<const std::byte*>(block) + at);
+}
+
+// The end of an interleaved block's step, at every ISA level: acc[t] (one lane per row) +=
+// the 8 rows' scales x token t's block scale x its int32 sums[t].
+template <typename Block, int T>
+inline void scale_interleaved_sums(const Interleaved8<Block>& block, const QuantizedActivations* const* a, int64_t b,
+                                   const __m256i (&sums)[T], __m256 (&acc)[T]) {
+  const __m256 weight_scales = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block.scales)));
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t)
+    acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(weight_scales, _mm256_set1_ps(a[t]->scales[b])), _mm256_cvtepi32_ps(sums[t]), acc[t]);
 }
 
 struct Q8_0Row {
+  using Block = BlockQ8_0;
+  // Weight j of a block from the bytes after its scale: byte j, signed.
+  static int64_t byte_of(int64_t j) { return j; }
+  static int32_t weight_from(uint8_t byte, int64_t) { return static_cast<int8_t>(byte); }
   const BlockQ8_0* blocks;
   static Q8_0Row from(const std::byte* row) { return {reinterpret_cast<const BlockQ8_0*>(row)}; }
   int32_t weight(int64_t b, int64_t j) const { return blocks[b].q[j]; }
@@ -45,13 +62,16 @@ struct Q8_0Row {
 };
 
 struct Q4_0Row {
+  using Block = BlockQ4_0;
   static constexpr int32_t kZeroPoint = 8;  // weight = stored nibble - 8
-  const BlockQ4_0* blocks;
-  static Q4_0Row from(const std::byte* row) { return {reinterpret_cast<const BlockQ4_0*>(row)}; }
-  int32_t weight(int64_t b, int64_t j) const {
-    const uint8_t byte = blocks[b].nibbles[j % (kQuantBlock / 2)];
+  // Weight j of a block from the bytes after its scale: byte j mod 16, low nibble for j < 16.
+  static int64_t byte_of(int64_t j) { return j % (kQuantBlock / 2); }
+  static int32_t weight_from(uint8_t byte, int64_t j) {
     return int32_t{j < kQuantBlock / 2 ? byte & 0x0f : byte >> 4} - kZeroPoint;
   }
+  const BlockQ4_0* blocks;
+  static Q4_0Row from(const std::byte* row) { return {reinterpret_cast<const BlockQ4_0*>(row)}; }
+  int32_t weight(int64_t b, int64_t j) const { return weight_from(blocks[b].nibbles[byte_of(j)], j); }
   // The 32 weights in value order: the 16 bytes in both halves of a register (one load), the
   // upper half shifted down a nibble, masked, less the zero point.
   __m256i weights(int64_t b) const {
@@ -62,13 +82,15 @@ struct Q4_0Row {
   float scale(int64_t b) const { return fp16_to_fp32(blocks[b].scale); }
 };
 
-// One row of a CPULLM_Q4_0_R8 group (quant_formats.hpp), for the scalar reference.
-struct Q4_0R8Row {
-  const BlockQ4_0x8* group;  // (blocks) the group's interleaved blocks
-  int row;                   // 0..kInterleavedRows - 1
+// One row of a CPULLM_Q4_0_R8 or CPULLM_Q8_0_R8 group (quant_formats.hpp), for the scalar
+// reference: Plain is the row view of the format interleaved (Q4_0Row, Q8_0Row).
+template <typename Plain>
+struct InterleavedRow {
+  const Interleaved8<typename Plain::Block>* group;  // (blocks) the group's interleaved blocks
+  int row;                                           // 0..kInterleavedRows - 1
   int32_t weight(int64_t b, int64_t j) const {
-    const uint8_t byte = group[b].chunks[j % (kQuantBlock / 2) / 4][row][j % 4];
-    return int32_t{j < kQuantBlock / 2 ? byte & 0x0f : byte >> 4} - Q4_0Row::kZeroPoint;
+    const int64_t byte = Plain::byte_of(j);
+    return Plain::weight_from(group[b].chunks[byte / 4][row][byte % 4], j);
   }
   float scale(int64_t b) const { return fp16_to_fp32(group[b].scales[row]); }
 };

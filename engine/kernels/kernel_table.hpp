@@ -31,6 +31,7 @@ auto entry_for_type(const Table& table, GgmlType type) {
     case GgmlType::Q4_0: return table.q4_0;
     case GgmlType::CPULLM_INT8_CHANNEL: return table.int8_channel;
     case GgmlType::CPULLM_Q4_0_R8: return table.q4_0_r8;
+    case GgmlType::CPULLM_Q8_0_R8: return table.q8_0_r8;
     default: fail("no kernel for weight type {}", ggml_type_name(type));
   }
 }

@@ -123,7 +123,7 @@ constexpr int64_t kStealChunkBytes = 64 * 1024;
 
 bool uses_q8_0_activations(GgmlType type) {
   return type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::CPULLM_INT8_CHANNEL ||
-         type == GgmlType::CPULLM_Q4_0_R8;
+         type == GgmlType::CPULLM_Q4_0_R8 || type == GgmlType::CPULLM_Q8_0_R8;
 }
 
 bool matvec_supports(GgmlType type, int64_t cols) {

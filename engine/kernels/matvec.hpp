@@ -1,5 +1,5 @@
 // Matrix-vector products over weights as they lie in the GGUF mapping: F32, F16 and BF16
-// converted element by element inside the kernel; Q8_0, Q4_0, CPULLM_Q4_0_R8 and
+// converted element by element inside the kernel; Q8_0, Q4_0, their _R8 layouts and
 // CPULLM_INT8_CHANNEL dotted block by block against activations quantized to Q8_0 on the fly. Nothing is converted at load time. Decoding is one
 // matvec per weight matrix per token: this is where the time goes.
 #pragma once
@@ -13,7 +13,7 @@
 namespace cpullm {
 
 // A 2-D weight as stored: `rows` output features, each a contiguous row of `cols` values, or for
-// CPULLM_Q4_0_R8 each group of 8 rows interleaved (rows a multiple of 8; quant_formats.hpp).
+// CPULLM_Q4_0_R8 and CPULLM_Q8_0_R8 each group of 8 rows interleaved (rows a multiple of 8; quant_formats.hpp).
 struct WeightMatrix {
   const std::byte* data = nullptr;  // (rows, row_bytes) in the format of `type`
   GgmlType type = GgmlType::F32;
@@ -21,13 +21,13 @@ struct WeightMatrix {
   int64_t cols = 0;
 };
 
-// The integer formats (Q8_0, Q4_0, CPULLM_Q4_0_R8, CPULLM_INT8_CHANNEL): their kernels take activations
+// The integer formats (Q8_0, Q4_0, their _R8 layouts, CPULLM_INT8_CHANNEL): their kernels take activations
 // quantized to Q8_0, and so need rows of whole 32-value blocks.
 bool uses_q8_0_activations(GgmlType type);
 // Whether a kernel runs this type at this row length.
 bool matvec_supports(GgmlType type, int64_t cols);
 int64_t row_bytes(const WeightMatrix& w);
-// Rows one row-kernel call takes: 1, or the type's group (CPULLM_Q4_0_R8: 8). An Error where w's
+// Rows one row-kernel call takes: 1, or the type's group (the _R8 types: 8). An Error where w's
 // rows are not whole groups, never a read past its end.
 int64_t rows_per_kernel_call(const WeightMatrix& w);
 

@@ -108,20 +108,33 @@ void dequantize_row_q4_0(const BlockQ4_0* blocks, float* out, int64_t n) {
   }
 }
 
-void interleave_q4_0_rows(const BlockQ4_0* rows, int64_t blocks, BlockQ4_0x8* out) {
+// The bytes after a block's scale.
+static const std::byte* payload(const BlockQ4_0& block) { return reinterpret_cast<const std::byte*>(block.nibbles); }
+static const std::byte* payload(const BlockQ8_0& block) { return reinterpret_cast<const std::byte*>(block.q); }
+static std::byte* payload(BlockQ4_0& block) { return reinterpret_cast<std::byte*>(block.nibbles); }
+static std::byte* payload(BlockQ8_0& block) { return reinterpret_cast<std::byte*>(block.q); }
+
+template <typename Block>
+void interleave_rows(const Block* rows, int64_t blocks, Interleaved8<Block>* out) {
   for (int64_t b = 0; b < blocks; ++b)
     for (int r = 0; r < kInterleavedRows; ++r) {
-      const BlockQ4_0& block = rows[r * blocks + b];
+      const Block& block = rows[r * blocks + b];
       out[b].scales[r] = block.scale;
-      for (int c = 0; c < 4; ++c) std::memcpy(out[b].chunks[c][r], block.nibbles + 4 * c, 4);
+      for (int c = 0; c < Interleaved8<Block>::kChunks; ++c) std::memcpy(out[b].chunks[c][r], payload(block) + 4 * c, 4);
     }
 }
 
-void deinterleave_q4_0_row(const BlockQ4_0x8* group, int64_t blocks, int row, BlockQ4_0* out) {
+template <typename Block>
+void deinterleave_row(const Interleaved8<Block>* group, int64_t blocks, int row, Block* out) {
   for (int64_t b = 0; b < blocks; ++b) {
     out[b].scale = group[b].scales[row];
-    for (int c = 0; c < 4; ++c) std::memcpy(out[b].nibbles + 4 * c, group[b].chunks[c][row], 4);
+    for (int c = 0; c < Interleaved8<Block>::kChunks; ++c) std::memcpy(payload(out[b]) + 4 * c, group[b].chunks[c][row], 4);
   }
 }
+
+template void interleave_rows(const BlockQ4_0*, int64_t, BlockQ4_0x8*);
+template void interleave_rows(const BlockQ8_0*, int64_t, BlockQ8_0x8*);
+template void deinterleave_row(const BlockQ4_0x8*, int64_t, int, BlockQ4_0*);
+template void deinterleave_row(const BlockQ8_0x8*, int64_t, int, BlockQ8_0*);
 
 }  // namespace cpullm

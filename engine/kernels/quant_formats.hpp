@@ -25,23 +25,32 @@ struct BlockQ4_0 {
 };
 static_assert(sizeof(BlockQ4_0) == 18);
 
-// CPULLM_Q4_0_R8: Q4_0 with every 8 consecutive rows interleaved block by block. A group of 8
-// rows stores, for each block column b, one BlockQ4_0x8: the 8 rows' FP16 scales, then their
-// nibble bytes in 4 chunks of 32 bytes, chunk c holding bytes 4c..4c+3 of every row (row r at
-// bytes 4r..4r+3). Unpacked, chunk c's low nibbles are values 4c..4c+3 of each row and its high
-// nibbles values 16+4c..16+4c+3: one int32 lane per row, which is also the GEMM's integer panel
-// layout (gemm.hpp). The bytes are Q4_0's, rearranged: same size, same values.
+// CPULLM_Q4_0_R8 and CPULLM_Q8_0_R8: Q4_0 or Q8_0 with every 8 consecutive rows interleaved
+// block by block. A group of 8 rows stores, for each block column b, one Interleaved8 block: the
+// 8 rows' FP16 scales, then the bytes after each row's scale (Q4_0's 16 nibble bytes, Q8_0's 32
+// values) in chunks of 32 bytes, chunk c holding bytes 4c..4c+3 of every row (row r at bytes
+// 4r..4r+3): one int32 lane per row. Q8_0's chunk c is values 4c..4c+3 of each row; Q4_0's,
+// unpacked, gives values 4c..4c+3 (low nibbles) and 16+4c..16+4c+3 (high). Either is the GEMM's
+// integer panel layout (gemm.hpp). The bytes are the plain format's, rearranged: same size, same
+// values.
 inline constexpr int64_t kInterleavedRows = 8;
-struct BlockQ4_0x8 {
-  uint16_t scales[kInterleavedRows];           // FP16, row r's at r
-  uint8_t chunks[4][kInterleavedRows][4];      // [c][r]: bytes 4c..4c+3 of row r's nibbles
+template <typename Block>
+struct Interleaved8 {
+  static constexpr int kChunks = (sizeof(Block) - 2) / 4;  // Q4_0: 4, Q8_0: 8
+  uint16_t scales[kInterleavedRows];            // FP16, row r's at r
+  uint8_t chunks[kChunks][kInterleavedRows][4];  // [c][r]: bytes 4c..4c+3 after row r's scale
 };
+using BlockQ4_0x8 = Interleaved8<BlockQ4_0>;
+using BlockQ8_0x8 = Interleaved8<BlockQ8_0>;
 static_assert(sizeof(BlockQ4_0x8) == kInterleavedRows * sizeof(BlockQ4_0));
+static_assert(sizeof(BlockQ8_0x8) == kInterleavedRows * sizeof(BlockQ8_0));
 
-// rows: 8 rows of `blocks` Q4_0 blocks each, row r at rows + r * blocks. out: (blocks).
-void interleave_q4_0_rows(const BlockQ4_0* rows, int64_t blocks, BlockQ4_0x8* out);
-// out (blocks) = row `row` (0..7) of a group of (blocks) interleaved blocks, as plain Q4_0.
-void deinterleave_q4_0_row(const BlockQ4_0x8* group, int64_t blocks, int row, BlockQ4_0* out);
+// rows: 8 rows of `blocks` blocks each, row r at rows + r * blocks. out: (blocks).
+template <typename Block>
+void interleave_rows(const Block* rows, int64_t blocks, Interleaved8<Block>* out);
+// out (blocks) = row `row` (0..7) of a group of (blocks) interleaved blocks, in the plain format.
+template <typename Block>
+void deinterleave_row(const Interleaved8<Block>* group, int64_t blocks, int row, Block* out);
 
 // CPULLM_INT8_CHANNEL: one row = FP32 scale d = amax/127, then n int8 q = round(x / d).
 void quantize_row_int8_channel(const float* x, std::byte* out, int64_t n);

@@ -14,7 +14,7 @@ namespace cpullm {
 bool row_convertible(GgmlType type) {
   switch (type) {
     case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q8_0: case GgmlType::Q4_0:
-    case GgmlType::CPULLM_INT8_CHANNEL: case GgmlType::CPULLM_Q4_0_R8:
+    case GgmlType::CPULLM_INT8_CHANNEL: case GgmlType::CPULLM_Q4_0_R8: case GgmlType::CPULLM_Q8_0_R8:
       return true;
     default: return false;
   }
@@ -46,7 +46,8 @@ void decode_row(GgmlType type, const std::byte* row, float* out, int64_t n) {
     case GgmlType::Q8_0: return dequantize_row_q8_0(reinterpret_cast<const BlockQ8_0*>(row), out, n);
     case GgmlType::Q4_0: return dequantize_row_q4_0(reinterpret_cast<const BlockQ4_0*>(row), out, n);
     case GgmlType::CPULLM_INT8_CHANNEL: return dequantize_row_int8_channel(row, out, n);
-    case GgmlType::CPULLM_Q4_0_R8: fail("CPULLM_Q4_0_R8 rows are interleaved in groups of 8: decode_matrix_row reads them");
+    case GgmlType::CPULLM_Q4_0_R8: case GgmlType::CPULLM_Q8_0_R8:
+      fail("{} rows are interleaved in groups of 8: decode_matrix_row reads them", ggml_type_name(type));
     default: fail("no conversion from {} to FP32", ggml_type_name(type));
   }
 }
@@ -64,35 +65,58 @@ void encode_row(GgmlType type, const float* x, std::byte* row, int64_t n) {
     case GgmlType::Q8_0: return quantize_row_q8_0(x, reinterpret_cast<BlockQ8_0*>(row), n);
     case GgmlType::Q4_0: return quantize_row_q4_0(x, reinterpret_cast<BlockQ4_0*>(row), n);
     case GgmlType::CPULLM_INT8_CHANNEL: return quantize_row_int8_channel(x, row, n);
-    case GgmlType::CPULLM_Q4_0_R8: fail("CPULLM_Q4_0_R8 rows are interleaved in groups of 8: encode_rows writes them");
+    case GgmlType::CPULLM_Q4_0_R8: case GgmlType::CPULLM_Q8_0_R8:
+      fail("{} rows are interleaved in groups of 8: encode_rows writes them", ggml_type_name(type));
     default: fail("no conversion from FP32 to {}", ggml_type_name(type));
   }
 }
 
-void decode_matrix_row(GgmlType type, const std::byte* data, int64_t row, float* out, int64_t n) {
-  if (type != GgmlType::CPULLM_Q4_0_R8) return decode_row(type, data + row * row_bytes(type, n), out, n);
-  // A block at a time through a plain Q4_0 block: no allocation per call (embedding lookups).
-  const auto* group = reinterpret_cast<const BlockQ4_0x8*>(data + row / kInterleavedRows * kInterleavedRows * row_bytes(type, n));
+namespace {
+
+// The interleaved types and their plain formats, for the two functions below.
+template <typename Block>
+void decode_interleaved_row(const std::byte* data, int64_t row, float* out, int64_t n, GgmlType plain) {
+  // A block at a time through a plain block: no allocation per call (embedding lookups).
+  const auto* group = reinterpret_cast<const Interleaved8<Block>*>(data);
   for (int64_t b = 0; b < n / kQuantBlock; ++b) {
-    BlockQ4_0 block;
-    deinterleave_q4_0_row(group + b, 1, static_cast<int>(row % kInterleavedRows), &block);
-    dequantize_row_q4_0(&block, out + b * kQuantBlock, kQuantBlock);
+    Block block;
+    deinterleave_row(group + b, 1, static_cast<int>(row % kInterleavedRows), &block);
+    decode_row(plain, reinterpret_cast<const std::byte*>(&block), out + b * kQuantBlock, kQuantBlock);
+  }
+}
+
+template <typename Block>
+void encode_interleaved_rows(const float* x, int64_t rows, std::byte* data, int64_t n, GgmlType plain) {
+  const int64_t blocks = n / kQuantBlock, group_bytes = kInterleavedRows * blocks * static_cast<int64_t>(sizeof(Block));
+  std::vector<Block> rows_plain(static_cast<std::size_t>(kInterleavedRows * blocks));
+  for (int64_t g = 0; g < rows; g += kInterleavedRows) {
+    // rows end on block boundaries, so the group's 8 rows are one run of blocks
+    encode_row(plain, x + g * n, reinterpret_cast<std::byte*>(rows_plain.data()), kInterleavedRows * n);
+    interleave_rows(rows_plain.data(), blocks, reinterpret_cast<Interleaved8<Block>*>(data + g / kInterleavedRows * group_bytes));
+  }
+}
+
+}  // namespace
+
+void decode_matrix_row(GgmlType type, const std::byte* data, int64_t row, float* out, int64_t n) {
+  const std::byte* group = data + row / kInterleavedRows * kInterleavedRows * row_bytes(type, n);
+  switch (type) {
+    case GgmlType::CPULLM_Q4_0_R8: return decode_interleaved_row<BlockQ4_0>(group, row, out, n, GgmlType::Q4_0);
+    case GgmlType::CPULLM_Q8_0_R8: return decode_interleaved_row<BlockQ8_0>(group, row, out, n, GgmlType::Q8_0);
+    default: return decode_row(type, data + row * row_bytes(type, n), out, n);
   }
 }
 
 void encode_rows(GgmlType type, const float* x, int64_t rows, std::byte* data, int64_t n) {
   const int64_t bytes = row_bytes(type, n);
-  if (type != GgmlType::CPULLM_Q4_0_R8) {
+  const bool interleaved = type == GgmlType::CPULLM_Q4_0_R8 || type == GgmlType::CPULLM_Q8_0_R8;
+  if (!interleaved) {
     for (int64_t r = 0; r < rows; ++r) encode_row(type, x + r * n, data + r * bytes, n);
     return;
   }
-  if (rows % kInterleavedRows != 0) fail("CPULLM_Q4_0_R8 stores rows in groups of 8, not {}", rows);
-  const int64_t blocks = n / kQuantBlock;
-  std::vector<BlockQ4_0> plain(static_cast<std::size_t>(kInterleavedRows * blocks));
-  for (int64_t g = 0; g < rows; g += kInterleavedRows) {
-    quantize_row_q4_0(x + g * n, plain.data(), kInterleavedRows * n);  // rows end on block boundaries
-    interleave_q4_0_rows(plain.data(), blocks, reinterpret_cast<BlockQ4_0x8*>(data + g * bytes));
-  }
+  if (rows % kInterleavedRows != 0) fail("{} stores rows in groups of 8, not {}", ggml_type_name(type), rows);
+  if (type == GgmlType::CPULLM_Q4_0_R8) return encode_interleaved_rows<BlockQ4_0>(x, rows, data, n, GgmlType::Q4_0);
+  encode_interleaved_rows<BlockQ8_0>(x, rows, data, n, GgmlType::Q8_0);
 }
 
 }  // namespace cpullm

@@ -34,7 +34,7 @@ WeightMatrix matrix(const GgufFile& file, const std::string& name, int64_t rows,
   if (!matvec_supports(t.type, cols))
     fail_file(file.path(),
               "tensor '{}' has type {}, which cpullm's kernels cannot run at row length {} (supported: F32, F16, BF16, "
-              "and Q8_0, Q4_0, CPULLM_Q4_0_R8, CPULLM_INT8_CHANNEL with rows of whole 32-value blocks)",
+              "and Q8_0, Q4_0, CPULLM_Q8_0_R8, CPULLM_Q4_0_R8, CPULLM_INT8_CHANNEL with rows of whole 32-value blocks)",
               name, ggml_type_name(t.type), cols);
   // Rows are read with unaligned loads; the check covers the scalar paths' element reads.
   check_alignment(file, t, t.type == GgmlType::F32 ? 4 : t.type == GgmlType::CPULLM_INT8_CHANNEL ? 1 : 2);

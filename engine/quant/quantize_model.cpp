@@ -98,17 +98,21 @@ TensorPlan plan_tensor(const GgufFile& file, const GgufTensorInfo& t, bool kept,
   // precision under Q4_0: Q6_K where rows are whole 256-value super-blocks, else Q8_0. cpullm has
   // no Q6_K, so it is always Q8_0 here.
   const bool output = t.name == "output.weight" || (t.name == "token_embd.weight" && !file.find_tensor("output.weight"));
-  const bool q4_0 = target == GgmlType::Q4_0 || target == GgmlType::CPULLM_Q4_0_R8;
-  if (q4_0 && output) type = GgmlType::Q8_0;
-  // Interleaving takes whole groups of 8 rows; a matrix of other row counts stays plain Q4_0.
-  if (type == GgmlType::CPULLM_Q4_0_R8 && (t.elements() / t.ne[0]) % kInterleavedRows != 0) type = GgmlType::Q4_0;
+  // Under q4_0-r8 it is Q8_0 interleaved as the rest is.
+  if (target == GgmlType::Q4_0 && output) type = GgmlType::Q8_0;
+  if (target == GgmlType::CPULLM_Q4_0_R8 && output) type = GgmlType::CPULLM_Q8_0_R8;
+  // Interleaving takes whole groups of 8 rows; a matrix of other row counts stays in the plain format.
+  if ((t.elements() / t.ne[0]) % kInterleavedRows != 0) {
+    if (type == GgmlType::CPULLM_Q4_0_R8) type = GgmlType::Q4_0;
+    if (type == GgmlType::CPULLM_Q8_0_R8) type = GgmlType::Q8_0;
+  }
   // The integer formats need rows of whole 32-value blocks (Q8_0 and Q4_0 by layout, INT8_CHANNEL
   // for its kernels' Q8_0 activations); llama.cpp writes other matrices as F16 (stories260K's
   // ffn_down, 172 columns).
   if (!matvec_supports(type, t.ne[0])) type = GgmlType::F16;
   if (type != t.type && !row_convertible(t.type))
     fail_file(file.path(), "tensor '{}' has type {}; quantize converts from F32, F16, BF16, Q8_0, Q4_0, "
-              "CPULLM_INT8_CHANNEL and CPULLM_Q4_0_R8 (--keep '{}' copies it as it is)", t.name, ggml_type_name(t.type), t.name);
+              "CPULLM_INT8_CHANNEL, CPULLM_Q4_0_R8 and CPULLM_Q8_0_R8 (--keep '{}' copies it as it is)", t.name, ggml_type_name(t.type), t.name);
   return {&t, type, type == target ? Outcome::converted : Outcome::fell_back};
 }
 
@@ -126,7 +130,8 @@ void release_input(const std::byte* begin, const std::byte* end) {
 // general.quantization_version) describing the output; absent ones are appended, as llama.cpp does.
 // Without a target type the matrices keep theirs, and so does general.file_type.
 void copy_metadata(const GgufFile& source, GgufWriter& writer, std::optional<GgmlType> target) {
-  const bool block_format = target == GgmlType::Q8_0 || target == GgmlType::Q4_0 || target == GgmlType::CPULLM_Q4_0_R8;
+  const bool block_format = target == GgmlType::Q8_0 || target == GgmlType::Q4_0 || target == GgmlType::CPULLM_Q4_0_R8 ||
+                            target == GgmlType::CPULLM_Q8_0_R8;
   for (const auto& [key, value] : source.metadata()) {
     if (key == "general.file_type" && target) {
       if (const auto file_type = llama_file_type(*target)) writer.add_u32(key, *file_type);
@@ -151,7 +156,8 @@ GgmlType quantize_type_from_name(std::string_view name) {
   if (name == "f16") return GgmlType::F16;
   if (name == "int8-channel") return GgmlType::CPULLM_INT8_CHANNEL;
   if (name == "q4_0-r8") return GgmlType::CPULLM_Q4_0_R8;
-  fail("quantize: unknown --type '{}' (q8_0, q4_0, q4_0-r8, int8-channel, bf16 or f16)", name);
+  if (name == "q8_0-r8") return GgmlType::CPULLM_Q8_0_R8;
+  fail("quantize: unknown --type '{}' (q8_0, q4_0, q8_0-r8, q4_0-r8, int8-channel, bf16 or f16)", name);
 }
 
 QuantizeSummary quantize_model(const std::string& input_path, const std::string& output_path,

@@ -51,7 +51,7 @@ void BM_Matmul(benchmark::State& state) {
 
 void Cases(benchmark::internal::Benchmark* b) {
   for (auto type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                    GgmlType::CPULLM_INT8_CHANNEL, GgmlType::CPULLM_Q4_0_R8})
+                    GgmlType::CPULLM_INT8_CHANNEL, GgmlType::CPULLM_Q4_0_R8, GgmlType::CPULLM_Q8_0_R8})
     for (auto [rows, cols] : {std::pair{2048, 2048}, {5632, 2048}, {4096, 4096}, {11008, 4096}})
       for (int tokens : {32, 512})
         for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
@@ -101,7 +101,8 @@ void BM_GemmPacking(benchmark::State& state) {
 }
 
 void PackingCases(benchmark::internal::Benchmark* b) {
-  for (auto type : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::CPULLM_Q4_0_R8})
+  for (auto type : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::CPULLM_Q4_0_R8,
+                    GgmlType::CPULLM_Q8_0_R8})
     for (Isa isa : {Isa::Avx2, Isa::Avx512})
       b->Args({static_cast<int64_t>(type), 4096, 4096, static_cast<int64_t>(isa)});
 }

@@ -57,7 +57,7 @@ void BM_Matvec(benchmark::State& state) {
 // memory-bound only where that is well above the read roof's share of one core.
 void Cases(benchmark::internal::Benchmark* b) {
   for (auto type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                    GgmlType::CPULLM_INT8_CHANNEL, GgmlType::CPULLM_Q4_0_R8})
+                    GgmlType::CPULLM_INT8_CHANNEL, GgmlType::CPULLM_Q4_0_R8, GgmlType::CPULLM_Q8_0_R8})
     for (auto [rows, cols] : {std::pair{256, 2048}, {2048, 2048}, {5632, 2048}, {4096, 4096}, {11008, 4096}})
       for (int isa : {-1, static_cast<int>(Isa::Scalar), static_cast<int>(Isa::Avx2), static_cast<int>(Isa::Avx512)})
         b->Args({static_cast<int64_t>(type), rows, cols, isa});
@@ -232,7 +232,7 @@ void BM_MatvecDecode(benchmark::State& state) {
 void register_decode_cases(const std::vector<int64_t>& set_mib, const std::vector<int64_t>& tokens) {
   benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark("matvec_decode", BM_MatvecDecode);
   for (auto type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                    GgmlType::CPULLM_INT8_CHANNEL, GgmlType::CPULLM_Q4_0_R8})
+                    GgmlType::CPULLM_INT8_CHANNEL, GgmlType::CPULLM_Q4_0_R8, GgmlType::CPULLM_Q8_0_R8})
     for (auto [dim, ffn, kv_dim] : {std::tuple{2048, 5632, 256}, {4096, 11008, 4096}})
       for (Isa isa : {Isa::Avx2, Isa::Avx512})
         for (int in_file : {0, 1})

@@ -199,39 +199,42 @@ def quantize_types_and_keep(ctx):
 
 
 @check
-def quantize_q4_0_r8_is_q4_0_interleaved(ctx):
-    """q4_0-r8 writes Q4_0's values with rows interleaved in groups of 8: matrices of whole groups
-    become CPULLM_Q4_0_R8 (the output stays Q8_0, as under q4_0), and the model computes what the
-    q4_0 file computes: the same logits bit for bit with the scalar kernels (same sums in the same
-    order), the same greedy tokens with the SIMD ones (their sums run in another order)."""
-    plain, interleaved = (os.path.join(ctx.workdir, f"small-{t}.gguf") for t in ("q4_0", "q4_0-r8"))
-    run([ctx.cpullm, "quantize", ctx.small, plain, "--type", "q4_0"])
-    summary = run([ctx.cpullm, "quantize", ctx.small, interleaved, "--type", "q4_0-r8"]).stderr.strip().splitlines()[-1]
-    assert "(q4_0-r8): 15 tensors converted, 1 fell back" in summary, summary
-    tensors = [json.loads(run([ctx.cpullm, "info", path, "--json"]).stdout)["tensors"] for path in (plain, interleaved)]
-    types = {t["name"]: t["type"] for t in tensors[1]}
-    assert types["output.weight"] == "Q8_0" and types["blk.1.attn_k.weight"] == "CPULLM_Q4_0_R8", types
-    assert [t["bytes"] for t in tensors[0]] == [t["bytes"] for t in tensors[1]], "interleaving changed a size"
-    logits = []
-    for path in (plain, interleaved):
-        out = path + ".npy"
-        run([ctx.cpullm, "logits", "-m", path, "-p", "once upon a time", "--isa", "scalar", "-o", out])
-        logits.append(open(out, "rb").read())
-    assert logits[0] == logits[1], "scalar logits differ"
-    for isa in ("avx2", "avx512"):
-        texts = [run([ctx.cpullm, "generate", "-m", path, "-p", "once upon a time", "-n", "20", "--ignore-eos",
-                      "--temp", "0", "--isa", isa], expect_ok=False) for path in (plain, interleaved)]
-        if texts[0].returncode == 1 and "cannot run the" in texts[0].stderr:
-            continue
-        assert texts[0].stdout == texts[1].stdout, (isa, texts[0].stdout, texts[1].stdout)
-        assert f"kernels {isa}" in texts[1].stderr.strip().splitlines()[-1], texts[1].stderr
-    if ctx.stories:  # stories260K's ffn_gate and ffn_up have 172 rows: not whole groups, left Q4_0
-        out = os.path.join(ctx.workdir, "stories-q4_0-r8.gguf")
-        run([ctx.cpullm, "quantize", ctx.stories, out, "--type", "q4_0-r8"])
-        types = {t["name"]: t["type"] for t in json.loads(run([ctx.cpullm, "info", out, "--json"]).stdout)["tensors"]}
-        assert types["blk.0.ffn_up.weight"] == "Q4_0" and types["blk.0.attn_q.weight"] == "CPULLM_Q4_0_R8", types
-        text = run([ctx.cpullm, "generate", "-m", out, "--temp", "0", "-n", "30"]).stdout
-        assert text.startswith("Once upon a time"), text
+def quantize_r8_is_the_plain_format_interleaved(ctx):
+    """q4_0-r8 and q8_0-r8 write Q4_0's and Q8_0's values with rows interleaved in groups of 8:
+    matrices of whole groups become CPULLM_Q4_0_R8 / CPULLM_Q8_0_R8 (the output layer Q8_0, as
+    under q4_0, interleaved too), and the model computes what the plain file computes: the same
+    logits bit for bit with the scalar kernels (same sums in the same order), the same greedy
+    tokens with the SIMD ones (their sums run in another order)."""
+    for plain_name, r8_name, r8_type, converted in (("q4_0", "q4_0-r8", "CPULLM_Q4_0_R8", "15 tensors converted, 1 fell back"),
+                                                    ("q8_0", "q8_0-r8", "CPULLM_Q8_0_R8", "16 tensors converted, 0 fell back")):
+        plain, interleaved = (os.path.join(ctx.workdir, f"small-{t}.gguf") for t in (plain_name, r8_name))
+        run([ctx.cpullm, "quantize", ctx.small, plain, "--type", plain_name])
+        summary = run([ctx.cpullm, "quantize", ctx.small, interleaved, "--type", r8_name]).stderr.strip().splitlines()[-1]
+        assert f"({r8_name}): {converted}" in summary, summary
+        tensors = [json.loads(run([ctx.cpullm, "info", path, "--json"]).stdout)["tensors"] for path in (plain, interleaved)]
+        types = {t["name"]: t["type"] for t in tensors[1]}
+        assert types["output.weight"] == "CPULLM_Q8_0_R8" and types["blk.1.attn_k.weight"] == r8_type, types
+        assert [t["bytes"] for t in tensors[0]] == [t["bytes"] for t in tensors[1]], "interleaving changed a size"
+        logits = []
+        for path in (plain, interleaved):
+            out = path + ".npy"
+            run([ctx.cpullm, "logits", "-m", path, "-p", "once upon a time", "--isa", "scalar", "-o", out])
+            logits.append(open(out, "rb").read())
+        assert logits[0] == logits[1], (r8_name, "scalar logits differ")
+        for isa in ("avx2", "avx512"):
+            texts = [run([ctx.cpullm, "generate", "-m", path, "-p", "once upon a time", "-n", "20", "--ignore-eos",
+                          "--temp", "0", "--isa", isa], expect_ok=False) for path in (plain, interleaved)]
+            if texts[0].returncode == 1 and "cannot run the" in texts[0].stderr:
+                continue
+            assert texts[0].stdout == texts[1].stdout, (r8_name, isa, texts[0].stdout, texts[1].stdout)
+            assert f"kernels {isa}" in texts[1].stderr.strip().splitlines()[-1], texts[1].stderr
+        if ctx.stories:  # stories260K's ffn_gate and ffn_up have 172 rows: not whole groups, left plain
+            out = os.path.join(ctx.workdir, f"stories-{r8_name}.gguf")
+            run([ctx.cpullm, "quantize", ctx.stories, out, "--type", r8_name])
+            types = {t["name"]: t["type"] for t in json.loads(run([ctx.cpullm, "info", out, "--json"]).stdout)["tensors"]}
+            assert types["blk.0.ffn_up.weight"] == plain_name.upper() and types["blk.0.attn_q.weight"] == r8_type, types
+            text = run([ctx.cpullm, "generate", "-m", out, "--temp", "0", "-n", "30"]).stdout
+            assert text.startswith("Once upon a time"), text
 
 
 @check

@@ -3,8 +3,8 @@
 the Xeon E5 v4's core, which has no AVX-512) and gives the same tokens as the AVX2 kernels on
 this machine. A binary that used AVX-512 outside the dispatched kernels would die of SIGILL.
 
-Checks, for stories260K in F32, llama.cpp's Q8_0 and Q4_0, and cpullm's Q4_0 with rows interleaved
-in eights (`quantize --type q4_0-r8`, written to a temporary folder):
+Checks, for stories260K in F32, llama.cpp's Q8_0 and Q4_0, and cpullm's Q8_0 and Q4_0 with rows
+interleaved in eights (`quantize --type q8_0-r8`, `q4_0-r8`, written to a temporary folder):
   - under `qemu-x86_64 -cpu Broadwell` the kernels pick avx2 by themselves;
   - greedy generation there equals `CPULLM_ISA=avx2` on the host, token for token;
   - for F32 that text is the known-good story;
@@ -47,10 +47,11 @@ def main():
     known = readme[readme.index("## Known-good output"):].split("```\n", 1)[1].split("\n```", 1)[0]
 
     scratch = tempfile.TemporaryDirectory()
-    interleaved = os.path.join(scratch.name, "stories260K-q4_0-r8.gguf")
-    subprocess.run([args.cpullm, "quantize", models[0], interleaved, "--type", "q4_0-r8"], check=True,
-                   capture_output=True, timeout=120)
-    models.append(interleaved)
+    for layout in ("q8_0-r8", "q4_0-r8"):
+        interleaved = os.path.join(scratch.name, f"stories260K-{layout}.gguf")
+        subprocess.run([args.cpullm, "quantize", models[0], interleaved, "--type", layout], check=True,
+                       capture_output=True, timeout=120)
+        models.append(interleaved)
 
     failed = 0
     for model in models:

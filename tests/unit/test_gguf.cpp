@@ -302,6 +302,8 @@ TEST(GgufReader, RefusesMalformedFilesWithClearErrors) {
       {"row not a multiple of the block", [] { return one_tensor_file(33, 8).bytes; }, "not a multiple of its block size"},
       {"interleaved rows not whole groups", [] { return one_tensor_file(32, 4098).bytes; },
        "of type CPULLM_Q4_0_R8 has 1 rows, not a multiple of 8"},
+      {"interleaved Q8_0 rows not whole groups", [] { return one_tensor_file(32, 4099).bytes; },
+       "of type CPULLM_Q8_0_R8 has 1 rows, not a multiple of 8"},
       {"misaligned offset", [] { return one_tensor_file(4, 0, 4).bytes; }, "not a multiple of the alignment"},
       {"tensor outside the file", [] { return one_tensor_file(4, 0, 1 << 20).bytes; }, "lies outside the file"},
       {"tensor larger than the file", [] { return one_tensor_file(1 << 20).bytes; }, "lies outside the file"},

@@ -106,9 +106,11 @@ std::vector<MatvecCase> matvec_cases() {
     cases.emplace_back(isa, GgmlType::Q8_0, 64, 4096);
     cases.emplace_back(isa, GgmlType::Q4_0, 64, 11008);
     cases.emplace_back(isa, GgmlType::CPULLM_INT8_CHANNEL, 64, 4096);
-    for (int64_t rows : {8, 32})  // whole groups of 8 rows
-      for (int64_t cols : {32, 64, 96, 416}) cases.emplace_back(isa, GgmlType::CPULLM_Q4_0_R8, rows, cols);
-    cases.emplace_back(isa, GgmlType::CPULLM_Q4_0_R8, 64, 11008);
+    for (GgmlType type : {GgmlType::CPULLM_Q4_0_R8, GgmlType::CPULLM_Q8_0_R8}) {
+      for (int64_t rows : {8, 32})  // whole groups of 8 rows
+        for (int64_t cols : {32, 64, 96, 416}) cases.emplace_back(isa, type, rows, cols);
+      cases.emplace_back(isa, type, 64, 11008);
+    }
   }
   return cases;
 }
@@ -144,9 +146,9 @@ TEST(Matvec, ReadsNothingPastTheMatrix) {
   const long page = sysconf(_SC_PAGESIZE);
   std::mt19937 rng(9);
   for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                        GgmlType::CPULLM_INT8_CHANNEL, GgmlType::CPULLM_Q4_0_R8})
+                        GgmlType::CPULLM_INT8_CHANNEL, GgmlType::CPULLM_Q4_0_R8, GgmlType::CPULLM_Q8_0_R8})
     for (int64_t cols : {32, 96, 160, 416, 512, 544}) {
-      const int64_t rows = type == GgmlType::CPULLM_Q4_0_R8 ? 8 : 3;
+      const int64_t rows = rows_per_kernel_call(WeightMatrix{nullptr, type, 8, cols}) == 8 ? 8 : 3;
       const Matrix m = random_matrix(type, rows, cols, rng);
       const auto bytes = static_cast<long>(m.storage.size()), pages = (bytes + page - 1) / page;
       auto* region = static_cast<std::byte*>(mmap(nullptr, (pages + 1) * page, PROT_READ | PROT_WRITE,
@@ -197,7 +199,8 @@ TEST(MatvecGroup, EqualsOneMatvecPerMatrixAtEveryIsaAndThreadCount) {
   std::mt19937 rng(4);
   std::vector<Matrix> matrices;
   for (auto [type, rows] : {std::pair{GgmlType::Q4_0, 5}, {GgmlType::Q8_0, 7}, {GgmlType::F16, 3},
-                            {GgmlType::CPULLM_INT8_CHANNEL, 1}, {GgmlType::CPULLM_Q4_0_R8, 16}, {GgmlType::Q4_0, 33}})
+                            {GgmlType::CPULLM_INT8_CHANNEL, 1}, {GgmlType::CPULLM_Q4_0_R8, 16}, {GgmlType::CPULLM_Q8_0_R8, 8},
+                            {GgmlType::Q4_0, 33}})
     matrices.push_back(random_matrix(type, rows, 96, rng));
   const std::vector<float> x = uniform_input(96, rng);
   for_each_isa_and_thread_count([&](Isa isa, int t) {
@@ -224,7 +227,7 @@ TEST(MatvecGroup, SeveralTokensEqualOneMatvecPerToken) {
   std::vector<Matrix> matrices;
   for (auto [type, rows] : {std::pair{GgmlType::Q4_0, 5}, {GgmlType::Q8_0, 7}, {GgmlType::F16, 3},
                             {GgmlType::BF16, 4}, {GgmlType::CPULLM_INT8_CHANNEL, 2}, {GgmlType::CPULLM_Q4_0_R8, 8},
-                            {GgmlType::F32, 9}})
+                            {GgmlType::CPULLM_Q8_0_R8, 8}, {GgmlType::F32, 9}})
     matrices.push_back(random_matrix(type, rows, 416, rng));  // 13 blocks: AVX2 Q4_0 runs 8 of them, then a tail of 5
   constexpr int64_t kXStride = 420, kYStride = 12;  // padding the kernels must leave alone
   const std::vector<float> x = uniform_input(kRowStreamTokens * kXStride, rng);
@@ -261,7 +264,7 @@ TEST(MatvecGroup, LongGroupsEqualOneMatvecPerMatrix) {
   std::mt19937 rng(12);
   std::vector<Matrix> matrices;
   for (auto [type, rows] : {std::pair{GgmlType::F32, 37}, {GgmlType::Q8_0, 61}, {GgmlType::Q4_0, 90},
-                            {GgmlType::CPULLM_Q4_0_R8, 88}})
+                            {GgmlType::CPULLM_Q4_0_R8, 88}, {GgmlType::CPULLM_Q8_0_R8, 48}})
     matrices.push_back(random_matrix(type, rows, 4096, rng));
   const std::vector<float> x = uniform_input(4096, rng);
   for_each_isa_and_thread_count([&](Isa isa, int t) {
@@ -403,18 +406,20 @@ TEST(Matvec, RefusesTypesWithoutAKernel) {
   EXPECT_THROW(matvec(&y, q4_1, x), std::exception);
 }
 
-// CPULLM_Q4_0_R8 holds Q4_0's bytes rearranged: the same values in every row, the same scalar
-// reference products bit for bit, and the rearrangement undone exactly. Row counts that are not
-// whole groups are refused, by the encoder and by matvec.
-TEST(Q4_0R8, InterleavingKeepsQ4_0sValuesAndProducts) {
+// CPULLM_Q4_0_R8 and CPULLM_Q8_0_R8 hold Q4_0's and Q8_0's bytes rearranged: the same values in
+// every row, the same scalar reference products bit for bit, and the rearrangement undone
+// exactly. Row counts that are not whole groups are refused, by the encoder and by matvec.
+template <typename Block>
+void expect_interleaving_keeps_values(GgmlType plain_type, GgmlType interleaved_type) {
+  SCOPED_TRACE(ggml_type_name(interleaved_type));
   std::mt19937 rng(13);
   const int64_t rows = 24, cols = 416;
   const std::vector<float> values = uniform_input(rows * cols, rng), x = uniform_input(cols, rng);
-  WeightMatrix plain{nullptr, GgmlType::Q4_0, rows, cols}, interleaved{nullptr, GgmlType::CPULLM_Q4_0_R8, rows, cols};
+  WeightMatrix plain{nullptr, plain_type, rows, cols}, interleaved{nullptr, interleaved_type, rows, cols};
   std::vector<std::byte> plain_bytes(rows * row_bytes(plain)), interleaved_bytes(rows * row_bytes(interleaved));
   ASSERT_EQ(plain_bytes.size(), interleaved_bytes.size());
-  encode_rows(GgmlType::Q4_0, values.data(), rows, plain_bytes.data(), cols);
-  encode_rows(GgmlType::CPULLM_Q4_0_R8, values.data(), rows, interleaved_bytes.data(), cols);
+  encode_rows(plain_type, values.data(), rows, plain_bytes.data(), cols);
+  encode_rows(interleaved_type, values.data(), rows, interleaved_bytes.data(), cols);
   EXPECT_NE(plain_bytes, interleaved_bytes);
   plain.data = plain_bytes.data();
   interleaved.data = interleaved_bytes.data();
@@ -429,19 +434,24 @@ TEST(Q4_0R8, InterleavingKeepsQ4_0sValuesAndProducts) {
   matvec_reference(y_interleaved.data(), interleaved, x.data());
   EXPECT_EQ(y_plain, y_interleaved);
   const int64_t blocks = cols / kQuantBlock;
-  std::vector<BlockQ4_0> row(blocks);
+  std::vector<Block> row(blocks);
   for (int64_t r = 0; r < rows; ++r) {
-    deinterleave_q4_0_row(reinterpret_cast<const BlockQ4_0x8*>(interleaved_bytes.data()) + r / 8 * blocks, blocks,
-                          static_cast<int>(r % 8), row.data());
+    deinterleave_row(reinterpret_cast<const Interleaved8<Block>*>(interleaved_bytes.data()) + r / 8 * blocks, blocks,
+                     static_cast<int>(r % 8), row.data());
     EXPECT_EQ(std::memcmp(row.data(), plain_bytes.data() + r * row_bytes(plain), row_bytes(plain)), 0) << "row " << r;
   }
-  EXPECT_THROW(encode_rows(GgmlType::CPULLM_Q4_0_R8, values.data(), 12, interleaved_bytes.data(), cols), Error);
-  const WeightMatrix ragged{interleaved_bytes.data(), GgmlType::CPULLM_Q4_0_R8, 12, cols};
+  EXPECT_THROW(encode_rows(interleaved_type, values.data(), 12, interleaved_bytes.data(), cols), Error);
+  const WeightMatrix ragged{interleaved_bytes.data(), interleaved_type, 12, cols};
   EXPECT_THROW(matvec(y_plain.data(), ragged, x.data(), Isa::Scalar), Error);
   EXPECT_THROW(matvec_reference(y_plain.data(), ragged, x.data()), Error);
   std::vector<float> batch_x(16 * cols), batch_y(16 * 12);
   EXPECT_THROW(matmul(batch_y.data(), 12, ragged, batch_x.data(), cols, 16, Isa::Scalar), Error);
-  EXPECT_THROW(encode_row(GgmlType::CPULLM_Q4_0_R8, values.data(), interleaved_bytes.data(), cols), Error);
+  EXPECT_THROW(encode_row(interleaved_type, values.data(), interleaved_bytes.data(), cols), Error);
+}
+
+TEST(InterleavedRows, KeepThePlainFormatsValuesAndProducts) {
+  expect_interleaving_keeps_values<BlockQ4_0>(GgmlType::Q4_0, GgmlType::CPULLM_Q4_0_R8);
+  expect_interleaving_keeps_values<BlockQ8_0>(GgmlType::Q8_0, GgmlType::CPULLM_Q8_0_R8);
 }
 
 TEST(WeightRows, ConvertExactly) {

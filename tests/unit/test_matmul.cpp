@@ -87,9 +87,9 @@ void expect_matches_reference(Isa isa, GgmlType type, int64_t tokens, int64_t ro
 using MatmulCase = std::tuple<Isa, GgmlType>;
 class MatmulTest : public ::testing::TestWithParam<MatmulCase> {};
 
-// Rows for a shape test: any count, or whole groups of 8 for CPULLM_Q4_0_R8.
+// Rows for a shape test: any count, or whole groups of 8 for the _R8 types.
 std::vector<int64_t> row_counts(GgmlType type, std::vector<int64_t> any, std::vector<int64_t> grouped) {
-  return type == GgmlType::CPULLM_Q4_0_R8 ? grouped : any;
+  return type == GgmlType::CPULLM_Q4_0_R8 || type == GgmlType::CPULLM_Q8_0_R8 ? grouped : any;
 }
 
 // Tokens off every register tile's width (N: 4 or 6 tokens), rows off every panel height (R: 8,
@@ -125,7 +125,8 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, MatmulTest,
     ::testing::Combine(::testing::Values(Isa::Scalar, Isa::Avx2, Isa::Avx512),
                        ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                                         GgmlType::CPULLM_INT8_CHANNEL, GgmlType::CPULLM_Q4_0_R8)),
+                                         GgmlType::CPULLM_INT8_CHANNEL, GgmlType::CPULLM_Q4_0_R8,
+                                         GgmlType::CPULLM_Q8_0_R8)),
     matmul_case_name);
 
 // n activations drawn uniformly from [-1, 1).
@@ -184,7 +185,7 @@ TEST(Matmul, RefusesTypesWithoutAKernel) {
 // float rows up to 4 tokens, integer rows up to 4 (Q4_0 and Q4_0_R8: 8) while the tokens'
 // quantized activations fit in 24 KiB, never more.
 TEST(Matmul, StreamsRowsWhileTheTokensActivationsFitBesideThem) {
-  for (GgmlType type : {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::CPULLM_Q4_0_R8}) {
+  for (GgmlType type : {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::CPULLM_Q4_0_R8, GgmlType::CPULLM_Q8_0_R8}) {
     EXPECT_TRUE(matmul_streams_rows(type, 2, 11008)) << ggml_type_name(type);
     EXPECT_FALSE(matmul_streams_rows(type, 9, 32)) << ggml_type_name(type);
   }
@@ -198,6 +199,8 @@ TEST(Matmul, StreamsRowsWhileTheTokensActivationsFitBesideThem) {
   EXPECT_TRUE(matmul_streams_rows(GgmlType::Q8_0, 4, 4096));    // 4 x 128 blocks x 36 bytes = 18 KiB
   EXPECT_TRUE(matmul_streams_rows(GgmlType::Q8_0, 4, 5440));    // 24,480 bytes
   EXPECT_FALSE(matmul_streams_rows(GgmlType::Q8_0, 4, 5472));   // 24,624 bytes
+  EXPECT_TRUE(matmul_streams_rows(GgmlType::CPULLM_Q8_0_R8, 4, 5440));   // as Q8_0
+  EXPECT_FALSE(matmul_streams_rows(GgmlType::CPULLM_Q8_0_R8, 5, 32));
   EXPECT_FALSE(matmul_streams_rows(GgmlType::CPULLM_INT8_CHANNEL, 3, 11008));
   EXPECT_TRUE(matmul_streams_rows(GgmlType::Q4_0, 4, 4096));    // 4 x 128 x 40 = 20 KiB
   EXPECT_TRUE(matmul_streams_rows(GgmlType::Q4_0, 4, 4800));    // 24,000 bytes

@@ -410,7 +410,7 @@ TEST(Quantize, BadInputIsAClearError) {
   test::TempDir dir;
   const std::string source = dir.file("small.gguf"), output = dir.file("out.gguf");
   SmallModel().write(source);
-  expect_error([] { quantize_type_from_name("q5_k"); }, {"unknown --type 'q5_k'", "q8_0, q4_0, q4_0-r8, int8-channel, bf16 or f16"});
+  expect_error([] { quantize_type_from_name("q5_k"); }, {"unknown --type 'q5_k'", "q8_0, q4_0, q8_0-r8, q4_0-r8, int8-channel, bf16 or f16"});
   expect_error([&] { quantize("/nonexistent/model.gguf", output, GgmlType::Q8_0); }, {"/nonexistent/model.gguf: cannot open"});
   expect_error([&] { quantize(source, output, GgmlType::Q8_0, {"blk.*.fnn_down.weight"}); },
                {source, "--keep 'blk.*.fnn_down.weight' matches no tensor"});
