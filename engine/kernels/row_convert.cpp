@@ -71,9 +71,16 @@ void encode_row(GgmlType type, const float* x, std::byte* row, int64_t n) {
   }
 }
 
+std::optional<GgmlType> interleaved_plain_type(GgmlType type) {
+  switch (type) {
+    case GgmlType::CPULLM_Q4_0_R8: return GgmlType::Q4_0;
+    case GgmlType::CPULLM_Q8_0_R8: return GgmlType::Q8_0;
+    default: return std::nullopt;
+  }
+}
+
 namespace {
 
-// The interleaved types and their plain formats, for the two functions below.
 template <typename Block>
 void decode_interleaved_row(const std::byte* data, int64_t row, float* out, int64_t n, GgmlType plain) {
   // A block at a time through a plain block: no allocation per call (embedding lookups).
@@ -109,14 +116,14 @@ void decode_matrix_row(GgmlType type, const std::byte* data, int64_t row, float*
 
 void encode_rows(GgmlType type, const float* x, int64_t rows, std::byte* data, int64_t n) {
   const int64_t bytes = row_bytes(type, n);
-  const bool interleaved = type == GgmlType::CPULLM_Q4_0_R8 || type == GgmlType::CPULLM_Q8_0_R8;
-  if (!interleaved) {
+  const std::optional<GgmlType> plain = interleaved_plain_type(type);
+  if (!plain) {
     for (int64_t r = 0; r < rows; ++r) encode_row(type, x + r * n, data + r * bytes, n);
     return;
   }
   if (rows % kInterleavedRows != 0) fail("{} stores rows in groups of 8, not {}", ggml_type_name(type), rows);
-  if (type == GgmlType::CPULLM_Q4_0_R8) return encode_interleaved_rows<BlockQ4_0>(x, rows, data, n, GgmlType::Q4_0);
-  encode_interleaved_rows<BlockQ8_0>(x, rows, data, n, GgmlType::Q8_0);
+  if (*plain == GgmlType::Q4_0) return encode_interleaved_rows<BlockQ4_0>(x, rows, data, n, *plain);
+  encode_interleaved_rows<BlockQ8_0>(x, rows, data, n, *plain);
 }
 
 }  // namespace cpullm

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "engine/format/ggml_types.hpp"
 
@@ -16,6 +17,10 @@ int64_t row_bytes(GgmlType type, int64_t n);
 void decode_row(GgmlType type, const std::byte* row, float* out, int64_t n);
 // row (row_bytes(type, n)) = x (n) in `type`, rounded as llama.cpp rounds. Same types.
 void encode_row(GgmlType type, const float* x, std::byte* row, int64_t n);
+
+// The format an _R8 type interleaves (CPULLM_Q4_0_R8: Q4_0, CPULLM_Q8_0_R8: Q8_0); none for
+// the types whose rows stand alone.
+std::optional<GgmlType> interleaved_plain_type(GgmlType type);
 
 // The same for any convertible type, rows stored in groups (the _R8 types: 8) included.
 // out (n) = row `row` of the matrix at `data` (rows of n values).

@@ -102,10 +102,8 @@ TensorPlan plan_tensor(const GgufFile& file, const GgufTensorInfo& t, bool kept,
   if (target == GgmlType::Q4_0 && output) type = GgmlType::Q8_0;
   if (target == GgmlType::CPULLM_Q4_0_R8 && output) type = GgmlType::CPULLM_Q8_0_R8;
   // Interleaving takes whole groups of 8 rows; a matrix of other row counts stays in the plain format.
-  if ((t.elements() / t.ne[0]) % kInterleavedRows != 0) {
-    if (type == GgmlType::CPULLM_Q4_0_R8) type = GgmlType::Q4_0;
-    if (type == GgmlType::CPULLM_Q8_0_R8) type = GgmlType::Q8_0;
-  }
+  if (const auto plain = interleaved_plain_type(type); plain && (t.elements() / t.ne[0]) % kInterleavedRows != 0)
+    type = *plain;
   // The integer formats need rows of whole 32-value blocks (Q8_0 and Q4_0 by layout, INT8_CHANNEL
   // for its kernels' Q8_0 activations); llama.cpp writes other matrices as F16 (stories260K's
   // ffn_down, 172 columns).

@@ -89,7 +89,7 @@ class MatmulTest : public ::testing::TestWithParam<MatmulCase> {};
 
 // Rows for a shape test: any count, or whole groups of 8 for the _R8 types.
 std::vector<int64_t> row_counts(GgmlType type, std::vector<int64_t> any, std::vector<int64_t> grouped) {
-  return type == GgmlType::CPULLM_Q4_0_R8 || type == GgmlType::CPULLM_Q8_0_R8 ? grouped : any;
+  return interleaved_plain_type(type) ? grouped : any;
 }
 
 // Tokens off every register tile's width (N: 4 or 6 tokens), rows off every panel height (R: 8,
