@@ -215,6 +215,9 @@ using Avx512IntegerKernels = IntegerRowKernels<Avx512BlockDot>;
 // int32 lanes. Q4_0: the lanes start at the block's offset and the nibbles go in unsigned, as
 // stored; per chunk and token 2 instructions instead of 4, and no madd. Q8_0: the sign trick's
 // |w| against a carrying w's sign, one vpdpbusd per chunk and token instead of maddubs and madd.
+// The block loop mirrors dot_avx2.cpp's rather than sharing it: a loop defined in a baseline
+// header could not inline this file's AVX-512 block sums (the step's shared tail,
+// scale_interleaved_sums, is baseline and inlines here).
 template <typename Block>
 struct Avx512Interleaved {
   template <int T>
@@ -222,7 +225,6 @@ struct Avx512Interleaved {
     static void run(const std::byte* data, const void* const* activations, int64_t cols, float* out) {
       const auto* group = reinterpret_cast<const Interleaved8<Block>*>(data);
       const auto* const* a = reinterpret_cast<const QuantizedActivations* const*>(activations);
-      const __m256i mask = _mm256_set1_epi8(0x0f);
       __m256 acc[T];
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
@@ -230,6 +232,7 @@ struct Avx512Interleaved {
         prefetch_ahead(group + b);
         __m256i sums[T];
         if constexpr (std::is_same_v<Block, BlockQ4_0>) {
+          const __m256i mask = _mm256_set1_epi8(0x0f);
 #pragma GCC unroll 4
           for (int t = 0; t < T; ++t) sums[t] = _mm256_set1_epi32(a[t]->block_offsets[b]);
 #pragma GCC unroll 4
