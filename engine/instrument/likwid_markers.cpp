@@ -9,6 +9,8 @@
 #include <cstring>
 
 #include <fmt/format.h>
+
+#include "engine/kernels/parallel.hpp"
 #endif
 
 namespace cpullm {
@@ -51,14 +53,13 @@ std::string start_likwid_markers() {
 
 bool likwid_markers_active() { return markers_active; }
 
+// On every thread of the team the region's kernels run on (parallel.hpp), inside a pass too.
 void likwid_region_start(const char* name) {
-#pragma omp parallel
-  likwid_markerStartRegion(name);
+  on_every_thread([&](int, int) { likwid_markerStartRegion(name); });
 }
 
 void likwid_region_stop(const char* name) {
-#pragma omp parallel
-  likwid_markerStopRegion(name);
+  on_every_thread([&](int, int) { likwid_markerStopRegion(name); });
 }
 
 void close_likwid_markers() {

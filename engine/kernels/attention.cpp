@@ -1,7 +1,6 @@
 #include "engine/kernels/attention.hpp"
 
 #include <immintrin.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -9,6 +8,7 @@
 #include <vector>
 
 #include "engine/kernels/ops.hpp"
+#include "engine/kernels/parallel.hpp"
 #include "engine/kernels/row_convert.hpp"
 #include "engine/util/error.hpp"
 
@@ -94,11 +94,10 @@ void attention_one_query(float* out, const float* q, const void* keys, const voi
   const int64_t width = round_up(hd, kChunk);
   constexpr int64_t kRows = 64;  // cache rows widened at a time
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int64_t threads = omp_get_max_threads();
+  const int64_t threads = parallel_threads();
   const int64_t splits = std::clamp<int64_t>((threads + shape.n_kv_heads - 1) / shape.n_kv_heads, 1, group);
   const int64_t heads_per_unit = (group + splits - 1) / splits;
-#pragma omp parallel
-  {
+  for_each_share(shape.n_kv_heads * splits, [=](int64_t first_unit, int64_t last_unit) {
     // Per-thread buffers kept from call to call (decode calls this once per layer and token),
     // zeroed again when the head size changes: only then could a padding column hold a value.
     thread_local std::vector<float> rows, queries, sums;  // (kRows, width), (heads_per_unit, width) twice
@@ -107,8 +106,7 @@ void attention_one_query(float* out, const float* q, const void* keys, const voi
       rows.assign(kRows * width, 0.0f), queries.assign(heads_per_unit * width, 0.0f), sums.assign(heads_per_unit * width, 0.0f);
       zeroed_for_head_dim = hd;
     }
-#pragma omp for schedule(static)
-    for (int64_t unit = 0; unit < shape.n_kv_heads * splits; ++unit) {
+    for (int64_t unit = first_unit; unit < last_unit; ++unit) {
       const int64_t kv_head = unit / splits, first = kv_head * group + unit % splits * heads_per_unit;
       const int64_t heads = std::min(heads_per_unit, (kv_head + 1) * group - first);
       if (heads <= 0) continue;  // the group split into fewer runs than units
@@ -130,7 +128,7 @@ void attention_one_query(float* out, const float* q, const void* keys, const voi
       }
       for (int64_t i = 0; i < heads; ++i) std::copy_n(&sums[i * width], hd, out + (first + i) * hd);
     }
-  }
+  });
 }
 
 void attention_tiles(float* out, const float* q, int64_t first_position, int64_t n_queries, const void* keys,
@@ -143,8 +141,7 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t query_tiles = (n_queries + tiles.queries - 1) / tiles.queries;
   const int64_t key_width = round_up(tiles.keys, kChunk), value_width = round_up(hd, kChunk);
-#pragma omp parallel
-  {
+  for_each_share(shape.n_heads * query_tiles, [=](int64_t first_unit, int64_t last_unit) {
     // Scores of the columns past a tile's keys are computed and dropped; the values' padding
     // columns stay zero.
     std::vector<float> keys_t(hd * key_width);                  // (head_dim, key tile) transposed
@@ -153,47 +150,46 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
     std::vector<float> scores(tiles.queries * key_width);       // (query tile, key tile)
     std::vector<float> running_max(tiles.queries), running_sum(tiles.queries);
     std::vector<float> acc(tiles.queries * value_width);        // (query tile, head_dim) unnormalised output
-#pragma omp for collapse(2) schedule(static)
-    for (int64_t h = 0; h < shape.n_heads; ++h)
-      for (int64_t qt = 0; qt < query_tiles; ++qt) {
-        const int64_t q0 = qt * tiles.queries, nq = std::min(tiles.queries, n_queries - q0);
-        const int64_t kv_offset = (h / group) * head_size;
-        std::fill(running_max.begin(), running_max.end(), -INFINITY);
-        std::fill(running_sum.begin(), running_sum.end(), 0.0f);
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        const int64_t last_key = first_position + q0 + nq;  // keys [0, last_key) can be seen by this tile
-        for (int64_t k0 = 0; k0 < last_key; k0 += tiles.keys) {
-          const int64_t nk = std::min(tiles.keys, last_key - k0);
-          for (int64_t j = 0; j < nk; ++j) {
-            decode_row(kv_type, key_rows + (k0 + j) * row_size + kv_offset, key_row.data(), hd);
-            for (int64_t d = 0; d < hd; ++d) keys_t[d * key_width + j] = key_row[d];
-          }
-          widen_rows(value_tile.data(), value_rows + k0 * row_size, kv_type, row_size, kv_offset, nk, hd, value_width);
-          for (int64_t i = 0; i < nq; ++i) {
-            const int64_t visible = std::min(nk, first_position + q0 + i - k0 + 1);  // causal: later keys are masked
-            if (visible <= 0) continue;  // the whole tile lies after this query
-            float* s = &scores[i * key_width];
-            for (int64_t d = 0; d < hd; ++d) scaled_query[d] = q[(q0 + i) * dim + h * hd + d] * scale;
-            std::fill_n(s, key_width, 0.0f);
-            accumulate_rows(s, scaled_query.data(), keys_t.data(), hd, key_width);
-            float tile_max = -INFINITY;
-            for (int64_t j = 0; j < visible; ++j) tile_max = std::max(tile_max, s[j]);
-            // Online softmax: rescale what was summed under the old maximum to the new one.
-            const float new_max = std::max(running_max[i], tile_max);
-            const float correction = std::exp(running_max[i] - new_max);
-            for (int64_t j = 0; j < visible; ++j) s[j] -= new_max;
-            const float sum = exp_in_place(s, visible);
-            running_sum[i] = running_sum[i] * correction + sum;
-            running_max[i] = new_max;
-            float* acc_i = &acc[i * value_width];
-            for (int64_t d = 0; d < hd; ++d) acc_i[d] *= correction;
-            accumulate_rows(acc_i, s, value_tile.data(), visible, value_width);
-          }
+    for (int64_t unit = first_unit; unit < last_unit; ++unit) {
+      const int64_t h = unit / query_tiles, qt = unit % query_tiles;
+      const int64_t q0 = qt * tiles.queries, nq = std::min(tiles.queries, n_queries - q0);
+      const int64_t kv_offset = (h / group) * head_size;
+      std::fill(running_max.begin(), running_max.end(), -INFINITY);
+      std::fill(running_sum.begin(), running_sum.end(), 0.0f);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      const int64_t last_key = first_position + q0 + nq;  // keys [0, last_key) can be seen by this tile
+      for (int64_t k0 = 0; k0 < last_key; k0 += tiles.keys) {
+        const int64_t nk = std::min(tiles.keys, last_key - k0);
+        for (int64_t j = 0; j < nk; ++j) {
+          decode_row(kv_type, key_rows + (k0 + j) * row_size + kv_offset, key_row.data(), hd);
+          for (int64_t d = 0; d < hd; ++d) keys_t[d * key_width + j] = key_row[d];
         }
-        for (int64_t i = 0; i < nq; ++i)
-          for (int64_t d = 0; d < hd; ++d) out[(q0 + i) * dim + h * hd + d] = acc[i * value_width + d] / running_sum[i];
+        widen_rows(value_tile.data(), value_rows + k0 * row_size, kv_type, row_size, kv_offset, nk, hd, value_width);
+        for (int64_t i = 0; i < nq; ++i) {
+          const int64_t visible = std::min(nk, first_position + q0 + i - k0 + 1);  // causal: later keys are masked
+          if (visible <= 0) continue;  // the whole tile lies after this query
+          float* s = &scores[i * key_width];
+          for (int64_t d = 0; d < hd; ++d) scaled_query[d] = q[(q0 + i) * dim + h * hd + d] * scale;
+          std::fill_n(s, key_width, 0.0f);
+          accumulate_rows(s, scaled_query.data(), keys_t.data(), hd, key_width);
+          float tile_max = -INFINITY;
+          for (int64_t j = 0; j < visible; ++j) tile_max = std::max(tile_max, s[j]);
+          // Online softmax: rescale what was summed under the old maximum to the new one.
+          const float new_max = std::max(running_max[i], tile_max);
+          const float correction = std::exp(running_max[i] - new_max);
+          for (int64_t j = 0; j < visible; ++j) s[j] -= new_max;
+          const float sum = exp_in_place(s, visible);
+          running_sum[i] = running_sum[i] * correction + sum;
+          running_max[i] = new_max;
+          float* acc_i = &acc[i * value_width];
+          for (int64_t d = 0; d < hd; ++d) acc_i[d] *= correction;
+          accumulate_rows(acc_i, s, value_tile.data(), visible, value_width);
+        }
       }
-  }
+      for (int64_t i = 0; i < nq; ++i)
+        for (int64_t d = 0; d < hd; ++d) out[(q0 + i) * dim + h * hd + d] = acc[i * value_width + d] / running_sum[i];
+    }
+  });
 }
 
 void require_kv_type(GgmlType kv_type) {

@@ -1,6 +1,5 @@
 #include "engine/kernels/matmul.hpp"
 
-#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 
 #include "engine/kernels/gemm.hpp"
 #include "engine/kernels/kernel_table.hpp"
+#include "engine/kernels/parallel.hpp"
 #include "engine/kernels/sparse.hpp"
 #include "engine/util/aligned_vector.hpp"
 #include "engine/util/error.hpp"
@@ -70,16 +70,14 @@ void blocked_gemm(int64_t rows, int64_t steps, int64_t tokens, int R, int N, int
   const int64_t depth = std::clamp<int64_t>(l2_bytes / 4 / step_bytes, 1, steps);
   const int64_t panels = ceil_div(rows, R);
   const int64_t panel_bytes = depth * step_bytes;
-  const int64_t threads = omp_get_max_threads();
+  const int64_t threads = parallel_threads();
   const int64_t most_panels = std::max<int64_t>(1, l2_bytes / 2 / panel_bytes);  // per block, in half of L2
   const int64_t rounds = ceil_div(panels, threads * most_panels);                  // blocks per thread
   const int64_t block_panels = ceil_div(panels, threads * rounds);
   const int64_t blocks = ceil_div(panels, block_panels);
-#pragma omp parallel
-  {
+  for_each_share(blocks, [=](int64_t first_block, int64_t last_block) {
     std::byte* buffer = panel_buffer(block_panels * panel_bytes);
-#pragma omp for schedule(static)
-    for (int64_t block = 0; block < blocks; ++block) {
+    for (int64_t block = first_block; block < last_block; ++block) {
       const int64_t first = block * block_panels, count = std::min(block_panels, panels - first);
       for (int64_t s0 = 0; s0 < steps; s0 += depth) {
         const int64_t d = std::min(depth, steps - s0);
@@ -92,7 +90,7 @@ void blocked_gemm(int64_t rows, int64_t steps, int64_t tokens, int R, int N, int
           }
       }
     }
-  }
+  });
 }
 
 void float_gemm(const GemmKernels& k, float* y, int64_t y_stride, const WeightMatrix& w, const float* x,
@@ -100,10 +98,10 @@ void float_gemm(const GemmKernels& k, float* y, int64_t y_stride, const WeightMa
   const int R = k.float_rows;
   blocked_gemm(
       w.rows, w.cols, tokens, R, k.float_tokens, R * static_cast<int64_t>(sizeof(float)), l2_bytes,
-      [&](std::byte* panel, int64_t r0, int64_t k0, int64_t depth) {
+      [=](std::byte* panel, int64_t r0, int64_t k0, int64_t depth) {
         pack_float_panel(w, r0, k0, depth, R, reinterpret_cast<float*>(panel));
       },
-      [&](const std::byte* panel, int64_t r0, int64_t t0, int64_t k0, int64_t depth, int64_t rows, int64_t n,
+      [=](const std::byte* panel, int64_t r0, int64_t t0, int64_t k0, int64_t depth, int64_t rows, int64_t n,
           bool accumulate) {
         k.float_tile({reinterpret_cast<const float*>(panel), x + t0 * x_stride + k0, x_stride,
                       y + t0 * y_stride + r0, y_stride, depth, rows, n, accumulate});
@@ -117,16 +115,17 @@ void integer_gemm(const GemmKernels& k, float* y, int64_t y_stride, const Weight
   thread_local std::vector<ActivationBlock> activations;  // (tokens, blocks), reused from call to call
   activations.resize(static_cast<std::size_t>(tokens * blocks));
   ActivationBlock* a = activations.data();  // this thread's buffer (in the loop below the name is each worker's)
-#pragma omp parallel for schedule(static)
-  for (int64_t t = 0; t < tokens; ++t) quantize_activations(x + t * x_stride, a + t * blocks, w.cols);
+  for_each_share(tokens, [=](int64_t first, int64_t last) {
+    for (int64_t t = first; t < last; ++t) quantize_activations(x + t * x_stride, a + t * blocks, w.cols);
+  });
 
   const int R = k.integer_rows;
   blocked_gemm(
       w.rows, blocks, tokens, R, k.integer_tokens, integer_panel_block_bytes(R), l2_bytes,
-      [&](std::byte* panel, int64_t r0, int64_t b0, int64_t count) {
+      [=](std::byte* panel, int64_t r0, int64_t b0, int64_t count) {
         pack_integer_panel(w, r0, b0, count, R, k.weight_flip, panel);
       },
-      [&](const std::byte* panel, int64_t r0, int64_t t0, int64_t b0, int64_t count, int64_t rows, int64_t n,
+      [=](const std::byte* panel, int64_t r0, int64_t t0, int64_t b0, int64_t count, int64_t rows, int64_t n,
           bool accumulate) {
         k.integer_tile({panel, a + t0 * blocks + b0, blocks, y + t0 * y_stride + r0, y_stride, count, rows, n,
                         accumulate});

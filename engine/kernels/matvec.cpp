@@ -1,7 +1,6 @@
 #include "engine/kernels/matvec.hpp"
 
 #include <immintrin.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <array>
@@ -9,6 +8,7 @@
 
 #include "engine/kernels/dot.hpp"
 #include "engine/kernels/kernel_table.hpp"
+#include "engine/kernels/parallel.hpp"
 #include "engine/kernels/row_convert.hpp"
 #include "engine/kernels/row_shares.hpp"
 #include "engine/kernels/sparse.hpp"
@@ -193,8 +193,8 @@ void matvec_group(std::span<const MatvecTask> tasks, const float* x, int64_t x_s
   // back of the others' (RowShares). A row comes from memory once and is widened or unpacked once
   // per kRowDotTokens tokens.
   if (total_units == 0) return;
-  const std::vector<PreparedTask>& work = prepared;  // this thread's list, named for the workers
-  const auto run_units = [&](int64_t begin, int64_t end) {
+  const std::span<const PreparedTask> work(prepared);  // this thread's list, named for the workers
+  const auto run_units = [work, tokens, cols](int64_t begin, int64_t end) {
     int64_t first = 0;  // the task's first unit in the concatenation
     for (const PreparedTask& t : work) {
       const int64_t lo = std::max(begin, first) - first, hi = std::min(end, first + t.units) - first;
@@ -217,12 +217,11 @@ void matvec_group(std::span<const MatvecTask> tasks, const float* x, int64_t x_s
   };
   int64_t total_bytes = 0;
   for (const PreparedTask& t : work) total_bytes += t.units * t.stride;
-  RowShares shares(total_units, omp_get_max_threads(), kStealChunkBytes * total_units / total_bytes);
-#pragma omp parallel
-  {
-    const int id = omp_get_thread_num();
-    for (int64_t begin, end; shares.next(id, begin, end);) run_units(begin, end);
-  }
+  RowShares shares(total_units, parallel_threads(), kStealChunkBytes * total_units / total_bytes);
+  // By value: each thread reads the shares' handle and the closure from its own stack (on_every_thread).
+  on_every_thread([shares, run_units](int thread, int) mutable {
+    for (int64_t begin, end; shares.next(thread, begin, end);) run_units(begin, end);
+  });
 }
 
 void matvec_reference(float* y, const WeightMatrix& w, const float* x) {

@@ -19,9 +19,10 @@ namespace cpullm {
 // interleave the threads' reads, were slower than the static split (docs/kernels.md, "Decode,
 // session 10").
 //
-//   RowShares shares(rows, omp_get_max_threads(), chunk);   // on the calling thread
-//   #pragma omp parallel
-//   for (int64_t begin, end; shares.next(omp_get_thread_num(), begin, end);) run(begin, end);
+//   RowShares shares(rows, parallel_threads(), chunk);   // on the calling thread
+//   on_every_thread([&](int thread, int) {
+//     for (int64_t begin, end; shares.next(thread, begin, end);) run(begin, end);
+//   });
 //
 // Every row is claimed exactly once, by whichever thread; the shares of threads OpenMP did not
 // grant are taken by the others. The shares live in a buffer of the constructing thread, reused

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/kernels/kernel_table.hpp"
+#include "engine/kernels/parallel.hpp"
 #include "engine/util/error.hpp"
 
 namespace cpullm {
@@ -42,8 +43,9 @@ void sparse_matvec(float* y, const WeightMatrix& w, const float* x, Isa isa) {
                               .rows[static_cast<int>(s.pattern) - 1][value_index(s.values)];
   const SparseView v = sparse_view(w);
   const int64_t chunks = (w.rows + kRowChunk - 1) / kRowChunk;
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) rows(v, x, y, c * kRowChunk, std::min(w.rows, (c + 1) * kRowChunk));
+  for_each_share(chunks, [=](int64_t first, int64_t last) {
+    rows(v, x, y, first * kRowChunk, std::min(w.rows, last * kRowChunk));
+  });
 }
 
 void sparse_matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride,
@@ -61,23 +63,23 @@ void sparse_matmul(float* y, int64_t y_stride, const WeightMatrix& w, const floa
   thread_local std::vector<float> transposed;  // (tiles, cols, T)
   transposed.assign(static_cast<std::size_t>(tiles * w.cols * T), 0.0f);
   float* xt = transposed.data();  // this thread's buffer (in the loops below the name is each worker's)
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < tiles; ++i)
-    for (int64_t t = i * T; t < std::min(tokens, (i + 1) * T); ++t)
-      for (int64_t c = 0; c < w.cols; ++c) xt[(i * w.cols + c) * T + t - i * T] = x[t * x_stride + c];
+  for_each_share(tiles, [=](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i)
+      for (int64_t t = i * T; t < std::min(tokens, (i + 1) * T); ++t)
+        for (int64_t c = 0; c < w.cols; ++c) xt[(i * w.cols + c) * T + t - i * T] = x[t * x_stride + c];
+  });
 
   // A chunk of rows runs over a panel of 4 tiles while its weights stay in L1/L2; the panel's
   // transposed tokens (4 x cols x 64 bytes) are shared by every thread from L2/L3.
   constexpr int64_t kPanelTiles = 4;
   const int64_t chunks = (w.rows + kRowChunk - 1) / kRowChunk;
-#pragma omp parallel
-  for (int64_t p = 0; p < tiles; p += kPanelTiles) {
-#pragma omp for schedule(static)
-    for (int64_t c = 0; c < chunks; ++c)
-      for (int64_t i = p; i < std::min(tiles, p + kPanelTiles); ++i)
-        tile(v, xt + i * w.cols * T, std::min(T, tokens - i * T), y + i * T * y_stride, y_stride, c * kRowChunk,
-             std::min(w.rows, (c + 1) * kRowChunk));
-  }
+  for_each_share(chunks, [=](int64_t first, int64_t last) {
+    for (int64_t p = 0; p < tiles; p += kPanelTiles)
+      for (int64_t c = first; c < last; ++c)
+        for (int64_t i = p; i < std::min(tiles, p + kPanelTiles); ++i)
+          tile(v, xt + i * w.cols * T, std::min(T, tokens - i * T), y + i * T * y_stride, y_stride, c * kRowChunk,
+               std::min(w.rows, (c + 1) * kRowChunk));
+  });
 }
 
 std::string sparse_shape_problem(GgmlType type, int64_t rows, int64_t cols) {

@@ -13,6 +13,7 @@
 #include "engine/kernels/matmul.hpp"
 #include "engine/kernels/matvec.hpp"
 #include "engine/kernels/ops.hpp"
+#include "engine/kernels/parallel.hpp"
 #include "engine/util/error.hpp"
 
 namespace cpullm {
@@ -112,22 +113,26 @@ std::span<const float> Model::forward(std::span<const BatchToken> batch) {
   const auto wanted = std::count_if(batch.begin(), batch.end(), [](const BatchToken& t) { return t.want_logits; });
   b.logits.resize(wanted * c.vocab_size);
 
-  int64_t logits_done = 0;
-  for (std::size_t start = 0; start < batch.size(); start += b.chunk) {
-    const auto chunk = batch.subspan(start, std::min<std::size_t>(b.chunk, batch.size() - start));
-    run_chunk(chunk);
-    // The wanted tokens' final norms side by side in xb, then the output projection of them all.
-    int64_t rows = 0;
-    for (std::size_t t = 0; t < chunk.size(); ++t)
-      if (chunk[t].want_logits) {
-        ScopedRegion region(Region::final_norm, rmsnorm_cost(c.dim, 1));
-        rmsnorm(&b.xb[rows++ * c.dim], &b.x[t * c.dim], weights_.output_norm, c.dim, c.rms_eps);
-      }
-    if (rows > 0)
-      project(&b.logits[logits_done * c.vocab_size], c.vocab_size, weights_.output, b.xb.data(), c.dim, rows,
-              Region::lm_head);
-    logits_done += rows;
-  }
+  // The whole pass with the threads kept in one team: a decode step's 100-odd parallel loops
+  // then cost a handoff each instead of an OpenMP region (parallel.hpp).
+  run_as_team([&] {
+    int64_t logits_done = 0;
+    for (std::size_t start = 0; start < batch.size(); start += b.chunk) {
+      const auto chunk = batch.subspan(start, std::min<std::size_t>(b.chunk, batch.size() - start));
+      run_chunk(chunk);
+      // The wanted tokens' final norms side by side in xb, then the output projection of them all.
+      int64_t rows = 0;
+      for (std::size_t t = 0; t < chunk.size(); ++t)
+        if (chunk[t].want_logits) {
+          ScopedRegion region(Region::final_norm, rmsnorm_cost(c.dim, 1));
+          rmsnorm(&b.xb[rows++ * c.dim], &b.x[t * c.dim], weights_.output_norm, c.dim, c.rms_eps);
+        }
+      if (rows > 0)
+        project(&b.logits[logits_done * c.vocab_size], c.vocab_size, weights_.output, b.xb.data(), c.dim, rows,
+                Region::lm_head);
+      logits_done += rows;
+    }
+  });
   for (const BatchToken& t : batch) sequence_length_[t.sequence] = t.position + 1;
   return b.logits;
 }

@@ -10,14 +10,13 @@
 // one node; this class applies whatever it is given, so its mechanics also run (and are tested)
 // on one node, with every copy bound to node 0.
 #pragma once
-#include <omp.h>
-
 #include <cstdint>
 #include <map>
 #include <unordered_map>
 #include <vector>
 
 #include "engine/kernels/matvec.hpp"
+#include "engine/kernels/parallel.hpp"
 #include "engine/runtime/numa_memory.hpp"
 #include "engine/runtime/placement.hpp"
 #include "engine/runtime/row_split.hpp"
@@ -67,18 +66,19 @@ class WeightPlacement {
   uint64_t copied_bytes_ = 0;
 };
 
-// Runs compute(rows, first_row) once per OpenMP thread with that thread's rows of `w`, read from
-// its node's copy: rows [first_row, first_row + rows.rows) of the full matrix. The kernels called
-// inside run on their thread alone (a nested parallel region is inactive unless nesting is on).
+// Runs compute(rows, first_row) once per planned thread with that thread's rows of `w`, read from
+// its node's copy: rows [first_row, first_row + rows.rows) of the full matrix. Thread t computes
+// share t (and t + threads, ... should a pass's team be smaller than the plan; the plan sets
+// OpenMP's count, so it is not). The kernels called inside run on their thread alone (parallel.hpp).
 template <typename Compute>
 void for_each_thread_rows(const WeightPlacement& placement, const WeightMatrix& w, Compute compute) {
-#pragma omp parallel num_threads(placement.threads())
-  {
-    const int thread = omp_get_thread_num();
-    const RowSpan share = placement.thread_share(w, thread);
-    if (share.end > share.begin)
-      compute(row_slice(placement.copy_for_node(w, placement.thread_node(thread)), share), share.begin);
-  }
+  on_every_thread([&](int thread, int threads) {
+    for (int planned = thread; planned < placement.threads(); planned += threads) {
+      const RowSpan share = placement.thread_share(w, planned);
+      if (share.end > share.begin)
+        compute(row_slice(placement.copy_for_node(w, placement.thread_node(planned)), share), share.begin);
+    }
+  }, placement.threads());
 }
 
 }  // namespace cpullm

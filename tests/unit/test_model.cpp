@@ -94,8 +94,12 @@ TEST_F(SyntheticModel, DeterministicAcrossRunsAndThreadCounts) {
   omp_set_num_threads(2);
   Model two(path_, 16);
   std::vector<float> parallel = logits_after(two, tokens);
+  omp_set_num_threads(3);  // a team of three (parallel.hpp), more threads than CI's cores
+  Model three(path_, 16);
+  std::vector<float> odd = logits_after(three, tokens);
   omp_set_num_threads(threads);
   EXPECT_EQ(single, parallel);
+  EXPECT_EQ(single, odd);
   // Re-running a prompt from position 0 overwrites the cache: same logits again.
   EXPECT_EQ(logits_after(two, tokens), parallel);
 }

@@ -1,0 +1,152 @@
+// How the kernels' parallel loops reach their threads. Outside a team each loop is an OpenMP
+// region of its own. Inside run_as_team (Model::forward runs each pass in one) the OpenMP
+// threads stay in a single region: the calling thread runs the pass, the others spin, and each
+// parallel loop is a job handed to them. On this project's VM an empty OpenMP region costs
+// 2.9-3.1 µs with 2 threads (libgomp's barriers make a futex system call, and system calls are
+// slow in this VM) against 0.6 µs for a job (`bench_kernels --benchmark_filter=sync_`), and a
+// TinyLlama decode step runs 111 parallel loops (docs/kernels.md, "Decode, session 16").
+//
+//   run_as_team([&] {                          // the pass, on the calling thread
+//     on_every_thread([&](int thread, int threads) { ... });   // a job on every thread
+//     for_each_share(n, [&](int64_t begin, int64_t end) { ... });
+//   });
+//
+// Outside a team both helpers are `#pragma omp parallel`; inside a job (or any other OpenMP
+// region) they run on the calling thread alone, as a nested region does unless nesting is on
+// (cpullm never turns it on).
+#pragma once
+#include <immintrin.h>
+#include <omp.h>
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <thread>
+
+namespace cpullm {
+
+// Waits until ready(): pauses first (a handoff takes well under a microsecond), then yields the
+// CPU every round, so that where a team has more threads than free cores the thread being
+// waited for gets to run (256 pauses, a few µs; after 4096 a tiny model's decode with 3 threads
+// on 2 cores ran 4x slower than with OpenMP regions, after 256 1.7x faster).
+template <typename Ready>
+void wait_until(Ready ready) {
+  constexpr int kPausesBeforeYielding = 256;
+  for (int pauses = 0; !ready(); ++pauses) {
+    if (pauses < kPausesBeforeYielding) _mm_pause();
+    else std::this_thread::yield();
+  }
+}
+
+// The OpenMP threads of one region, led by its thread 0. Jobs run one at a time.
+class ThreadTeam {
+ public:
+  // On thread 0: runs job(thread, threads) on every thread of the team, this one as thread 0,
+  // and returns when all are done. An exception from thread 0's part is rethrown after the
+  // others finish theirs.
+  template <typename Job>
+  void run(const Job& job) {
+    call_ = [](const void* j, int thread, int threads) { (*static_cast<const Job*>(j))(thread, threads); };
+    job_ = &job;
+    busy_ = true;
+    unfinished_.store(threads_ - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);  // publishes the job to the spinning threads
+    std::exception_ptr error;
+    try {
+      job(0, threads_);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    wait_until([&] { return unfinished_.load(std::memory_order_acquire) == 0; });
+    busy_ = false;
+    if (error) std::rethrow_exception(error);
+  }
+  int threads() const { return threads_; }
+
+  // Thread 0, at the start and the end of the team's region.
+  void lead(int threads);
+  void close();
+  // Every other thread of the region: runs the jobs as they come, until close.
+  void serve(int thread);
+
+  // The team this thread leads, when it is not inside one of the team's jobs.
+  static ThreadTeam* current();
+  // False where OMP_WAIT_POLICY is passive: whoever set it wants no thread spinning while it
+  // waits (two programs' spinning threads on the same cores slow both to a crawl), and a team's
+  // threads spin between jobs.
+  static bool wanted();
+
+ private:
+  alignas(64) std::atomic<uint64_t> generation_{0};  // one more per job, and at close
+  alignas(64) std::atomic<int> unfinished_{0};       // threads other than 0 still in the job
+  void (*call_)(const void*, int, int) = nullptr;    // runs *job_
+  const void* job_ = nullptr;
+  int threads_ = 1;
+  bool closing_ = false;
+  bool busy_ = false;  // thread 0 is inside a job
+};
+
+// The threads a parallel loop started here gets.
+inline int parallel_threads() {
+  if (const ThreadTeam* team = ThreadTeam::current()) return team->threads();
+  return omp_in_parallel() ? 1 : omp_get_max_threads();
+}
+
+// body(thread, threads) on every thread: the team's, or an OpenMP region's of `region_threads`
+// (0: OpenMP's count). One thread, or a call inside a region, runs body(0, 1) directly: even a
+// one-thread OpenMP region costs 1.2 µs on this project's VM.
+//
+// Each thread calls its own copy of body, so what body holds by value is read from that thread's
+// stack. What it holds by reference stays in the calling thread's frame, in cache lines that
+// thread may keep writing while it computes its part: a loop that reads such state around
+// out-of-line calls should take it by value. (matvec's and the GEMM's did not, and in a team
+// TinyLlama's output layer ran 1.5x slower and its prefill 6-10%, from false sharing;
+// docs/kernels.md, "Decode, session 16".)
+template <typename Body>
+void on_every_thread(Body&& body, int region_threads = 0) {
+  const auto each = [&body](int thread, int threads) {
+    auto mine = body;
+    mine(thread, threads);
+  };
+  if (ThreadTeam* team = ThreadTeam::current()) return team->run(each);
+  const int threads = region_threads > 0 ? region_threads : omp_get_max_threads();
+  if (threads == 1 || omp_in_parallel()) return each(0, 1);
+#pragma omp parallel num_threads(threads)
+  each(omp_get_thread_num(), omp_get_num_threads());
+}
+
+// body(begin, end) on each thread's contiguous share of [0, n), as OpenMP's schedule(static) splits
+// a loop; each thread calls its own copy of body, as on_every_thread's do.
+template <typename Body>
+void for_each_share(int64_t n, const Body& body) {
+  on_every_thread([n, body](int thread, int threads) {
+    const int64_t begin = n * thread / threads, end = n * (thread + 1) / threads;
+    if (begin < end) body(begin, end);
+  });
+}
+
+// Runs body() on this thread with the other OpenMP threads as its team, or, where it is already
+// inside a parallel region, has one thread or teams are not wanted, simply runs it.
+template <typename Body>
+void run_as_team(Body&& body) {
+  if (!ThreadTeam::wanted() || ThreadTeam::current() || omp_in_parallel() || omp_get_max_threads() == 1) return body();
+  ThreadTeam team;
+  std::exception_ptr error;
+#pragma omp parallel
+  {
+    if (omp_get_thread_num() == 0) {
+      team.lead(omp_get_num_threads());
+      try {
+        body();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      team.close();
+    } else {
+      team.serve(omp_get_thread_num());
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace cpullm
