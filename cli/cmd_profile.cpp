@@ -18,6 +18,7 @@
 #include "engine/instrument/regions.hpp"
 #include "engine/instrument/roofs.hpp"
 #include "engine/kernels/isa.hpp"
+#include "engine/kernels/parallel.hpp"
 #include "engine/model/model.hpp"
 #include "engine/runtime/hardware_profile.hpp"
 #include "engine/sampling/sampler.hpp"
@@ -331,6 +332,7 @@ void run_profile(const ProfileOptions& o) {
           {"unavailable", unavailable},
           {"perf_event_paranoid", read_perf_event_paranoid()}}},
         {"likwid", likwid},
+        {"dispatch", describe_dispatch(omp_get_max_threads())},
         {"energy", {{"available", energy.available()}, {"reason", energy.reason()}}},
         {"phases", phase_list}};
     std::printf("%s\n", out.dump(2).c_str());
@@ -338,6 +340,7 @@ void run_profile(const ProfileOptions& o) {
   }
   std::printf("cpullm profile: %s, %d threads, kernels %s, KV cache %s\n", o.model_path.c_str(), omp_get_max_threads(),
               std::string(isa_name(active_isa())).c_str(), o.kv_type.c_str());
+  std::printf("dispatch: %s\n", describe_dispatch(omp_get_max_threads()).c_str());
   std::printf("roofs: memory %.1f GB/s (%s)\n       compute %.1f GFLOP/s (%s)\n       ridge %.1f FLOP/byte\n",
               roofs.bytes_per_s * 1e-9, roofs.memory_source.c_str(), roofs.flops_per_s * 1e-9,
               roofs.compute_source.c_str(), roofs.ridge());

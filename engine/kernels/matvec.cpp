@@ -193,7 +193,7 @@ void matvec_group(std::span<const MatvecTask> tasks, const float* x, int64_t x_s
   // back of the others' (RowShares). A row comes from memory once and is widened or unpacked once
   // per kRowDotTokens tokens.
   if (total_units == 0) return;
-  const std::span<const PreparedTask> work(prepared);  // this thread's list, named for the workers
+  const std::span<const PreparedTask> work(prepared);  // this thread's list, copied into every thread's closure
   const auto run_units = [work, tokens, cols](int64_t begin, int64_t end) {
     int64_t first = 0;  // the task's first unit in the concatenation
     for (const PreparedTask& t : work) {

@@ -3,13 +3,15 @@
 // threads stay in a single region: the calling thread runs the pass, the others spin, and each
 // parallel loop is a job handed to them. On this project's VM an empty OpenMP region costs
 // 2.9-3.1 µs with 2 threads (libgomp's barriers make a futex system call, and system calls are
-// slow in this VM) against 0.6 µs for a job (`bench_kernels --benchmark_filter=sync_`), and a
+// slow in this VM) against 0.8 µs for a job (`bench_kernels --benchmark_filter=dispatch`), and a
 // TinyLlama decode step runs 111 parallel loops (docs/kernels.md, "Decode, session 16").
 //
-//   run_as_team([&] {                          // the pass, on the calling thread
-//     on_every_thread([&](int thread, int threads) { ... });   // a job on every thread
-//     for_each_share(n, [&](int64_t begin, int64_t end) { ... });
+//   run_as_team([&] {                                          // the pass, on the calling thread
+//     on_every_thread([=](int thread, int threads) { ... });   // a job on every thread
+//     for_each_share(n, [=](int64_t begin, int64_t end) { ... });
 //   });
+//
+// (By value: see on_every_thread.)
 //
 // Outside a team both helpers are `#pragma omp parallel`; inside a job (or any other OpenMP
 // region) they run on the calling thread alone, as a nested region does unless nesting is on
@@ -21,6 +23,7 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <string>
 #include <thread>
 
 namespace cpullm {
@@ -32,9 +35,13 @@ namespace cpullm {
 template <typename Ready>
 void wait_until(Ready ready) {
   constexpr int kPausesBeforeYielding = 256;
-  for (int pauses = 0; !ready(); ++pauses) {
-    if (pauses < kPausesBeforeYielding) _mm_pause();
-    else std::this_thread::yield();
+  for (int pauses = 0; !ready();) {
+    if (pauses < kPausesBeforeYielding) {
+      _mm_pause();
+      ++pauses;
+    } else {
+      std::this_thread::yield();
+    }
   }
 }
 
@@ -42,8 +49,8 @@ void wait_until(Ready ready) {
 class ThreadTeam {
  public:
   // On thread 0: runs job(thread, threads) on every thread of the team, this one as thread 0,
-  // and returns when all are done. An exception from thread 0's part is rethrown after the
-  // others finish theirs.
+  // and returns when all are done. An exception from any thread's part (thread 0's first) is
+  // rethrown here after the others finish theirs, as the engine's errors must reach the caller.
   template <typename Job>
   void run(const Job& job) {
     call_ = [](const void* j, int thread, int threads) { (*static_cast<const Job*>(j))(thread, threads); };
@@ -59,6 +66,11 @@ class ThreadTeam {
     }
     wait_until([&] { return unfinished_.load(std::memory_order_acquire) == 0; });
     busy_ = false;
+    if (worker_failed_.load(std::memory_order_relaxed)) {  // published by the acquire above
+      if (!error) error = worker_error_;
+      worker_error_ = nullptr;
+      worker_failed_.store(false, std::memory_order_relaxed);
+    }
     if (error) std::rethrow_exception(error);
   }
   int threads() const { return threads_; }
@@ -79,6 +91,8 @@ class ThreadTeam {
  private:
   alignas(64) std::atomic<uint64_t> generation_{0};  // one more per job, and at close
   alignas(64) std::atomic<int> unfinished_{0};       // threads other than 0 still in the job
+  std::atomic<bool> worker_failed_{false};           // a thread other than 0 threw in this job
+  std::exception_ptr worker_error_;                  // the first such exception
   void (*call_)(const void*, int, int) = nullptr;    // runs *job_
   const void* job_ = nullptr;
   int threads_ = 1;
@@ -115,8 +129,8 @@ void on_every_thread(Body&& body, int region_threads = 0) {
   each(omp_get_thread_num(), omp_get_num_threads());
 }
 
-// body(begin, end) on each thread's contiguous share of [0, n), as OpenMP's schedule(static) splits
-// a loop; each thread calls its own copy of body, as on_every_thread's do.
+// body(begin, end) on each thread's contiguous share of [0, n), the shares' sizes differing by at
+// most one (OpenMP's schedule(static) without a chunk); each thread calls its own copy of body.
 template <typename Body>
 void for_each_share(int64_t n, const Body& body) {
   on_every_thread([n, body](int thread, int threads) {
@@ -124,6 +138,9 @@ void for_each_share(int64_t n, const Body& body) {
     if (begin < end) body(begin, end);
   });
 }
+
+// How a forward pass's parallel loops reach `threads` threads, in words, for the tools' headers.
+std::string describe_dispatch(int threads);
 
 // Runs body() on this thread with the other OpenMP threads as its team, or, where it is already
 // inside a parallel region, has one thread or teams are not wanted, simply runs it.

@@ -20,7 +20,7 @@ namespace cpullm {
 // session 10").
 //
 //   RowShares shares(rows, parallel_threads(), chunk);   // on the calling thread
-//   on_every_thread([&](int thread, int) {
+//   on_every_thread([shares, run](int thread, int) mutable {  // parallel.hpp
 //     for (int64_t begin, end; shares.next(thread, begin, end);) run(begin, end);
 //   });
 //

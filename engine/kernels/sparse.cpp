@@ -69,8 +69,9 @@ void sparse_matmul(float* y, int64_t y_stride, const WeightMatrix& w, const floa
         for (int64_t c = 0; c < w.cols; ++c) xt[(i * w.cols + c) * T + t - i * T] = x[t * x_stride + c];
   });
 
-  // A chunk of rows runs over a panel of 4 tiles while its weights stay in L1/L2; the panel's
-  // transposed tokens (4 x cols x 64 bytes) are shared by every thread from L2/L3.
+  // A chunk of rows runs over a panel of 4 tiles while its weights stay in L1/L2; every thread
+  // reads the panel's transposed tokens (4 x cols x 64 bytes), from L2/L3 where the threads keep
+  // pace (no barrier holds them to one panel).
   constexpr int64_t kPanelTiles = 4;
   const int64_t chunks = (w.rows + kRowChunk - 1) / kRowChunk;
   for_each_share(chunks, [=](int64_t first, int64_t last) {

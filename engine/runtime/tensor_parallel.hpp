@@ -15,8 +15,9 @@ namespace cpullm {
 
 class TensorParallel {
  public:
-  // MPI_Init (only the main thread calls MPI; OpenMP threads stay inside the kernels). Run
-  // without mpirun it is one rank. At most one per process; Error in a build without MPI.
+  // MPI_Init (only the main thread calls MPI; in a forward pass the other threads of its team
+  // spin, then yield, while it waits in a collective; parallel.hpp). Run without mpirun it is
+  // one rank. At most one per process; Error in a build without MPI.
   TensorParallel();
   ~TensorParallel();  // MPI_Finalize
   TensorParallel(const TensorParallel&) = delete;

@@ -68,8 +68,9 @@ class WeightPlacement {
 
 // Runs compute(rows, first_row) once per planned thread with that thread's rows of `w`, read from
 // its node's copy: rows [first_row, first_row + rows.rows) of the full matrix. Thread t computes
-// share t (and t + threads, ... should a pass's team be smaller than the plan; the plan sets
-// OpenMP's count, so it is not). The kernels called inside run on their thread alone (parallel.hpp).
+// share t, and t + threads, ... where the team is smaller than the plan (apply_thread_plan sets
+// OpenMP's count for the thread that calls it; a pass run from another thread gets OpenMP's
+// default). The kernels called inside run on their thread alone (parallel.hpp).
 template <typename Compute>
 void for_each_thread_rows(const WeightPlacement& placement, const WeightMatrix& w, Compute compute) {
   on_every_thread([&](int thread, int threads) {

@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import re
+import subprocess
 import sys
 
 from cli_checks import check, expect_error, run, run_checks
@@ -156,6 +157,25 @@ def logits_writes_npy(ctx):
     raw = open(out, "rb").read()
     assert raw.startswith(b"\x93NUMPY") and b"'shape': (3, 1000, )" in raw
     assert len(raw) - (10 + int.from_bytes(raw[8:10], "little")) == 3 * 1000 * 4
+
+
+@check
+def logits_same_with_a_thread_team_regions_or_one_thread(ctx):
+    """A forward pass runs as one thread team; OMP_WAIT_POLICY=passive makes every parallel op an
+    OpenMP region instead (engine/kernels/parallel.hpp). Every output is one thread's sum either
+    way: the prompt's logits are the same bytes, and the same as one thread's."""
+    results = []
+    for threads, policy in (("2", None), ("2", "passive"), ("1", None)):
+        out = os.path.join(ctx.workdir, f"team-{threads}-{policy}.npy")
+        env = dict(os.environ)
+        env.pop("OMP_WAIT_POLICY", None)
+        if policy:
+            env["OMP_WAIT_POLICY"] = policy
+        proc = subprocess.run([ctx.cpullm, "logits", "-m", ctx.small, "-p", "the ball went up", "-t", threads, "-o", out],
+                              capture_output=True, text=True, env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        results.append(open(out, "rb").read())
+    assert results[0] == results[1] == results[2], "logits differ between a team, regions and one thread"
 
 
 @check

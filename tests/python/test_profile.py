@@ -12,6 +12,7 @@ Usage: test_profile.py --cpullm BIN --workdir DIR
 """
 import json
 import os
+import subprocess
 import sys
 
 from cli_checks import check, expect_error, parse_context, run, run_checks
@@ -187,9 +188,21 @@ def prefetch_maps_weights_and_changes_no_count(ctx):
 
 
 @check
+def dispatch_says_how_threads_meet(ctx):
+    assert default_run(ctx)["dispatch"] == "one thread team per forward pass, each parallel op a job"
+    passive = subprocess.run([ctx.cpullm, "profile", "-m", ctx.model, "-t", "2", "--json", "-p", "4", "-n", "2",
+                              "--no-counters"], capture_output=True, text=True, timeout=300,
+                             env=dict(os.environ, OMP_WAIT_POLICY="passive"))
+    assert passive.returncode == 0, passive.stderr
+    assert "OMP_WAIT_POLICY=passive: no thread team" in json.loads(passive.stdout)["dispatch"]
+    one = run([ctx.cpullm, "profile", "-m", ctx.model, "-t", "1", "--json", "-p", "4", "-n", "2", "--no-counters"])
+    assert json.loads(one.stdout)["dispatch"] == "one thread, no parallel regions"
+
+
+@check
 def text_table(ctx):
     out = run([ctx.cpullm, "profile", "-m", ctx.model, "-p", "8", "-n", "4", "-t", "2"]).stdout
-    for fragment in ["roofs: memory", "GB/s (measured: read of 256 MiB", "compute", "ridge", "counters:", "likwid:",
+    for fragment in ["dispatch: one thread team", "roofs: memory", "GB/s (measured: read of 256 MiB", "compute", "ridge", "counters:", "likwid:",
                      "energy:", "pages: model mapped ", "% in 2 MiB pages", "prefill: 8 tokens", "decode: 4 tokens", "region", "q_proj", "lm_head", "sampling",
                      "(outside)"]:
         assert fragment in out, f"{fragment!r} not in:\n{out}"

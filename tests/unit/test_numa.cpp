@@ -3,12 +3,14 @@
 // with two "nodes" that are both OS node 0 so replicate's per-node copies and shard's per-thread
 // binding run here; the row splits shared with tensor parallelism.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cstring>
 #include <random>
 
 #include "engine/kernels/matmul.hpp"
 #include "engine/kernels/matvec.hpp"
+#include "engine/kernels/parallel.hpp"
 #include "engine/runtime/numa_memory.hpp"
 #include "engine/runtime/row_split.hpp"
 #include "engine/runtime/weight_placement.hpp"
@@ -143,24 +145,34 @@ TEST(WeightPlacement, CopiesPerStrategyHoldTheWeightsOnTheirNode) {
   }
 }
 
+// In its own OpenMP region, and inside a forward pass's thread team (parallel.hpp), whose
+// threads are the same OpenMP threads.
 TEST(WeightPlacement, EachThreadReadsItsRowsFromItsNodesCopy) {
   Projection p;
-  for (NumaStrategy strategy : {NumaStrategy::replicate, NumaStrategy::shard}) {
-    SCOPED_TRACE(std::string(numa_strategy_name(strategy)));
-    WeightPlacement placement = two_nodes_on_node_zero(strategy);
-    placement.place(p.w);
-    ASSERT_TRUE(placement.per_thread_rows());
-    std::vector<float> y(p.tokens * p.rows, 0.0f);
-    std::vector<const std::byte*> read_from(2);
-    for_each_thread_rows(placement, p.w, [&](const WeightMatrix& rows, int64_t first_row) {
-      read_from[static_cast<std::size_t>(omp_get_thread_num())] = rows.data;
-      matmul(y.data() + first_row, p.rows, rows, p.x.data(), p.cols, p.tokens);
-    });
-    for (std::size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], p.expected[i], 1e-5) << "output " << i;
-    // Thread 1's rows start at row 19 (37 rows over 2 threads) of node 1's copy.
-    EXPECT_EQ(read_from[0], placement.copy_for_node(p.w, 0).data);
-    EXPECT_EQ(read_from[1], placement.copy_for_node(p.w, 1).data + 19 * p.cols * sizeof(float));
-  }
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(2);
+  for (bool in_team : {false, true})
+    for (NumaStrategy strategy : {NumaStrategy::replicate, NumaStrategy::shard}) {
+      SCOPED_TRACE(std::string(numa_strategy_name(strategy)) + (in_team ? " in a team" : ""));
+      WeightPlacement placement = two_nodes_on_node_zero(strategy);
+      placement.place(p.w);
+      ASSERT_TRUE(placement.per_thread_rows());
+      std::vector<float> y(p.tokens * p.rows, 0.0f);
+      std::vector<const std::byte*> read_from(2);
+      const auto project = [&] {
+        for_each_thread_rows(placement, p.w, [&](const WeightMatrix& rows, int64_t first_row) {
+          read_from[static_cast<std::size_t>(omp_get_thread_num())] = rows.data;
+          matmul(y.data() + first_row, p.rows, rows, p.x.data(), p.cols, p.tokens);
+        });
+      };
+      if (in_team) run_as_team(project);
+      else project();
+      for (std::size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], p.expected[i], 1e-5) << "output " << i;
+      // Thread 1's rows start at row 19 (37 rows over 2 threads) of node 1's copy.
+      EXPECT_EQ(read_from[0], placement.copy_for_node(p.w, 0).data);
+      EXPECT_EQ(read_from[1], placement.copy_for_node(p.w, 1).data + 19 * p.cols * sizeof(float));
+    }
+  omp_set_num_threads(threads);
 }
 
 TEST(WeightPlacement, ReplicateAndShardNeedBoundThreads) {

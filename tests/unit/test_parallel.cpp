@@ -148,6 +148,16 @@ TEST(ThreadTeam, ExceptionsReachTheCallerAndTheNextTeamWorks) {
                }),
                Error);
   EXPECT_EQ(other_thread_ran.load(), 1);  // the job's other part ran to its end first
+  // From another thread's part: an exception leaving an OpenMP thread would end the program.
+  std::atomic<int> thread_zero_done{0};
+  EXPECT_THROW(run_as_team([&] {
+                 on_every_thread([&](int thread, int) {
+                   if (thread == 1) fail("from thread 1's part of a job");
+                   thread_zero_done.fetch_add(thread == 0 ? 1 : 0);
+                 });
+               }),
+               Error);
+  EXPECT_EQ(thread_zero_done.load(), 1);
   std::atomic<int> runs{0};
   run_as_team([&] { on_every_thread([&](int, int) { runs.fetch_add(1); }); });
   EXPECT_EQ(runs.load(), 2);
