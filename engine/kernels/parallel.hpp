@@ -31,7 +31,7 @@ namespace cpullm {
 // Waits until ready(): pauses first (a handoff takes well under a microsecond), then yields the
 // CPU every round, so that where a team has more threads than free cores the thread being
 // waited for gets to run (256 pauses, a few µs; after 4096 a tiny model's decode with 3 threads
-// on 2 cores ran 4x slower than with OpenMP regions, after 256 1.7x faster).
+// on 2 cores ran 3.7x slower than with OpenMP regions, after 256 1.7x faster).
 template <typename Ready>
 void wait_until(Ready ready) {
   constexpr int kPausesBeforeYielding = 256;
