@@ -77,6 +77,12 @@ inline __m256i block_products(__m256i w, __m256i magnitudes, __m256i a) {
   return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
+// In-lane unpacks reduce each 128-bit lane's four int32 sums of x and y to two each
+// (x0 + x2, y0 + y2, x1 + x3, y1 + y3), and quad_up those of two such pairs to one each: four
+// registers' lanes summed in 7 instructions, where three hadds took 9 µops.
+inline __m256i pair_up(__m256i x, __m256i y) { return _mm256_add_epi32(_mm256_unpacklo_epi32(x, y), _mm256_unpackhi_epi32(x, y)); }
+inline __m256i quad_up(__m256i x, __m256i y) { return _mm256_add_epi32(_mm256_unpacklo_epi64(x, y), _mm256_unpackhi_epi64(x, y)); }
+
 // Half s (0 or 1) of the Q4_0 step of 16 blocks at b: blocks 4j + 2s and 4j + 2s + 1 of every
 // group j of 4 (nibble order, dot.hpp). Each such pair is one register of nibbles, loaded and
 // unpacked once for every token: one AND takes the low nibbles, a shift and an AND the high
@@ -108,10 +114,6 @@ inline void q4_0_half_step(const BlockQ4_0* step, int s, const QuantizedActivati
   const __m256i interleaved = _mm256_unpacklo_epi32(_mm256_unpacklo_epi16(head(0), head(1)),
                                                     _mm256_unpacklo_epi16(head(2), head(3)));
   const __m256 weight_scales = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(interleaved, 0b1100)));
-  // In-lane unpacks reduce each 128-bit lane's four sums per pair to one (x0 + x2, y0 + y2,
-  // x1 + x3, y1 + y3, then the two halves): 7 instructions where three hadds took 9 µops.
-  const auto pair_up = [](__m256i x, __m256i y) { return _mm256_add_epi32(_mm256_unpacklo_epi32(x, y), _mm256_unpackhi_epi32(x, y)); };
-  const auto quad_up = [](__m256i x, __m256i y) { return _mm256_add_epi32(_mm256_unpacklo_epi64(x, y), _mm256_unpackhi_epi64(x, y)); };
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
     const int8_t* acts = a[t]->nibble_order + b * kQuantBlock + s * kQuantBlock;
@@ -131,10 +133,44 @@ inline void q4_0_half_step(const BlockQ4_0* step, int s, const QuantizedActivati
   }
 }
 
-// Two accumulators, for even and odd steps: with one, every step waited on the previous
-// step's FMA (4-5 cycles), which cost Q8_0 12% and INT8_CHANNEL 18% of their time with the
-// matrix in L2 (Q4_0's step of 8 blocks is long enough for one). Each row is still one stream
-// of sequential loads, which the hardware prefetcher follows from row to row.
+// Q8_0 and INT8_CHANNEL, eight blocks a step in natural order. Each block's 8 lanes of partial
+// sums are reduced as they come, two blocks at a time, to one exact int32 sum per block, block j
+// in lane j; then one conversion, one scale multiply and one FMA serve the 8 blocks, where a step
+// per block paid a scalar FP16 scale conversion, a broadcast, a multiply, a conversion and an
+// FMA for each (docs/kernels.md, "Decode, session 17").
+template <int T, typename Row>
+inline void eight_blocks(const Row& w, int64_t b, const QuantizedActivations* const* a, __m256 (&acc)[T]) {
+  __m256i pairs[T][4];
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; ++p) {
+    prefetch_ahead(w.address(b + 2 * p));
+    const __m256i first = w.weights(b + 2 * p), second = w.weights(b + 2 * p + 1);
+    const __m256i first_magnitudes = _mm256_sign_epi8(first, first), second_magnitudes = _mm256_sign_epi8(second, second);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const int8_t* x = a[t]->values + (b + 2 * p) * kQuantBlock;
+      pairs[t][p] = pair_up(block_products(first, first_magnitudes, load32_i8(x)),
+                            block_products(second, second_magnitudes, load32_i8(x + kQuantBlock)));
+    }
+  }
+  const __m256 weight_scales = w.scales8(b);
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    // Lane k of early's low half holds block k's lower-lane sum, of its high half block k's
+    // upper-lane sum; the same for blocks 4-7 in late. Swapping halves across the two and adding puts
+    // block j's whole sum in lane j.
+    const __m256i early = quad_up(pairs[t][0], pairs[t][1]), late = quad_up(pairs[t][2], pairs[t][3]);
+    const __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(early, late, 0x20), _mm256_permute2x128_si256(early, late, 0x31));
+    const __m256 scales = _mm256_mul_ps(weight_scales, _mm256_loadu_ps(a[t]->scales + b));
+    acc[t] = _mm256_fmadd_ps(scales, _mm256_cvtepi32_ps(sums), acc[t]);
+  }
+}
+
+// Each step covers 8 blocks or more, long enough that one accumulator does not wait on the
+// previous step's FMA (4-5 cycles; with a step per block that wait cost Q8_0 12% and INT8_CHANNEL
+// 18% of their time in L2). Q4_0's halves and Q8_0's last blocks (fewer than 8, one at a time)
+// use a second. Each row is still one stream of sequential loads, which the hardware prefetcher
+// follows from row to row.
 struct Avx2BlockDot {
   template <int T>
   struct Tokens {
@@ -165,8 +201,8 @@ struct Avx2BlockDot {
           }
         };
         int64_t b = 0;
-        for (; b + 2 <= blocks; b += 2) prefetch_ahead(w.address(b)), step(b, even), step(b + 1, odd);
-        if (b < blocks) step(b, even);
+        for (; b + 8 <= blocks; b += 8) eight_blocks<T>(w, b, a, even);
+        for (; b < blocks; ++b) prefetch_ahead(w.address(b)), step(b, odd);
       }
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) out[t] = horizontal_sum(_mm256_add_ps(even[t], odd[t]));

@@ -112,6 +112,50 @@ inline void natural_pair(const Row& w, int64_t b, bool pair, const QuantizedActi
   }
 }
 
+// Q8_0 and INT8_CHANNEL, sixteen blocks a step: natural_pair's registers of two consecutive
+// blocks, whose 4 lanes of partial sums per 128-bit lane are reduced as they come to one exact
+// int32 sum per block; then one permute, one conversion, one scale multiply and one FMA per
+// token serve the 16 blocks, where natural_pair converts, scales and adds every pair
+// (docs/kernels.md, "Decode, session 17").
+template <int T, typename Row>
+inline void natural_sixteen(const Row& w, int64_t b, const QuantizedActivations* const* a, __m512 (&acc)[T]) {
+  const auto pair_up = [](__m512i x, __m512i y) { return _mm512_add_epi32(_mm512_unpacklo_epi32(x, y), _mm512_unpackhi_epi32(x, y)); };
+  const auto quad_up = [](__m512i x, __m512i y) { return _mm512_add_epi32(_mm512_unpacklo_epi64(x, y), _mm512_unpackhi_epi64(x, y)); };
+  __m512i couples[T][4];  // couple c: blocks b + 4c .. b + 4c + 3, lane k of each 128 bits summed over pair_up's two
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    __m512i sums[T][2];
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; ++p) {
+      const int64_t first = b + 4 * c + 2 * p;
+      prefetch_ahead(w.address(first));
+      const __m512i weights = pair_weights(w, first, true);
+      const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                             _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(static_cast<char>(0x80)), weights));
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) sums[t][p] = _mm512_dpbusd_epi32(start, _mm512_loadu_si512(a[t]->values_biased + first * kQuantBlock), weights);
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) couples[t][c] = pair_up(sums[t][0], sums[t][1]);
+  }
+  // 128-bit lane k of a register of blocks (2p, 2p + 1) holds half k % 2 of block 2p + k / 2, so
+  // after the in-lane reductions lane k of `early` holds half k % 2 of blocks k / 2, 2 + k / 2,
+  // 4 + k / 2, 6 + k / 2, and `late` the same for blocks 8..15. Adding its lanes 0 and 1 (and 2
+  // and 3) of both gives the sums in the order 0 2 4 6 1 3 5 7 8 10 12 14 9 11 13 15; the
+  // permute puts block j in lane j.
+  const __m512i natural = _mm512_set_epi32(15, 11, 14, 10, 13, 9, 12, 8, 7, 3, 6, 2, 5, 1, 4, 0);
+  const __m512 weight_scales =
+      _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(w.scales8(b))), _mm256_castps_pd(w.scales8(b + 8)), 1));
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    const __m512i early = quad_up(couples[t][0], couples[t][1]), late = quad_up(couples[t][2], couples[t][3]);
+    const __m512i paired = _mm512_add_epi32(_mm512_shuffle_i64x2(early, late, _MM_SHUFFLE(2, 0, 2, 0)),
+                                            _mm512_shuffle_i64x2(early, late, _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512 scales = _mm512_mul_ps(weight_scales, _mm512_loadu_ps(a[t]->scales + b));
+    acc[t] = _mm512_fmadd_ps(scales, _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(natural, paired)), acc[t]);
+  }
+}
+
 // Q4_0, 16 blocks per step: four groups of four consecutive blocks, in nibble order (dot.hpp).
 // Group g's 72 bytes (blocks 4g .. 4g + 3) come in two loads, 64 bytes and 8; one word permute
 // across the two gathers their nibbles, block 4g + k's into 128-bit lane k (every block's
@@ -197,11 +241,8 @@ struct Avx512BlockDot {
         for (; b + 16 <= blocks; b += 16) q4_0_sixteen_blocks<T>(w.blocks + b, 16, a, b, even);
         if (b < blocks) q4_0_sixteen_blocks<T>(w.blocks + b, blocks - b, a, b, odd);
       } else {
-        for (; b + 4 <= blocks; b += 4) {
-          natural_pair<T>(w, b, true, a, even);
-          natural_pair<T>(w, b + 2, true, a, odd);
-        }
-        for (; b < blocks; b += 2) natural_pair<T>(w, b, b + 1 < blocks, a, even);
+        for (; b + 16 <= blocks; b += 16) natural_sixteen<T>(w, b, a, even);
+        for (; b < blocks; b += 2) natural_pair<T>(w, b, b + 1 < blocks, a, odd);
       }
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) out[t] = _mm512_reduce_add_ps(_mm512_add_ps(even[t], odd[t]));

@@ -58,6 +58,12 @@ struct Q8_0Row {
   int32_t weight(int64_t b, int64_t j) const { return blocks[b].q[j]; }
   __m256i weights(int64_t b) const { return load32_i8(blocks[b].q); }
   float scale(int64_t b) const { return fp16_to_fp32(blocks[b].scale); }
+  // Blocks b..b+7's scales: 4-byte loads at the blocks' starts (word 0 is the scale), interleaved
+  // down to one register.
+  __m256 scales8(int64_t b) const {
+    const auto two = [&](int j) { return _mm_unpacklo_epi16(_mm_loadu_si32(blocks + b + j), _mm_loadu_si32(blocks + b + j + 1)); };
+    return _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_unpacklo_epi32(two(0), two(2)), _mm_unpacklo_epi32(two(4), two(6))));
+  }
   const void* address(int64_t b) const { return blocks + b; }  // where block b's bytes start
 };
 
@@ -102,6 +108,7 @@ struct Int8ChannelRow {
   int32_t weight(int64_t b, int64_t j) const { return values[b * kQuantBlock + j]; }
   __m256i weights(int64_t b) const { return load32_i8(values + b * kQuantBlock); }
   float scale(int64_t) const { return row_scale; }
+  __m256 scales8(int64_t) const { return _mm256_set1_ps(row_scale); }
   const void* address(int64_t b) const { return values + b * kQuantBlock; }  // where block b's bytes start
 };
 

@@ -98,9 +98,10 @@ std::vector<MatvecCase> matvec_cases() {
     for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16})
       for (int64_t rows : {1, 7, 33})
         for (int64_t cols : {1, 13, 64, 65, 1000}) cases.emplace_back(isa, type, rows, cols);
+    // 800 columns (25 blocks): full steps of 8 and 16 blocks, then the row's last blocks.
     for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::CPULLM_INT8_CHANNEL})
       for (int64_t rows : {1, 7, 33})
-        for (int64_t cols : {32, 64, 96, 416}) cases.emplace_back(isa, type, rows, cols);
+        for (int64_t cols : {32, 64, 96, 416, 800}) cases.emplace_back(isa, type, rows, cols);
     cases.emplace_back(isa, GgmlType::F16, 96, 2048);
     cases.emplace_back(isa, GgmlType::BF16, 64, 5632);
     cases.emplace_back(isa, GgmlType::Q8_0, 64, 4096);
@@ -139,9 +140,9 @@ TEST(Matvec, SameResultForAnyThreadCount) {
 
 // The kernels load several blocks at a time; a mapped weight file may end right after a
 // matrix, so none may read past its last byte. The matrix here ends at an inaccessible page:
-// a read past it would crash the test. Columns of 1, 3, 5 and 13 blocks end the row in each
-// partial step of the AVX2 pairs and the AVX-512 pairs and groups of four; 16 and 17 end it with
-// a full Q4_0 step of 16 blocks, whose loads are not masked, and with one block after one.
+// a read past it would crash the test. Columns of 1, 3, 5 and 13 blocks end the row inside a
+// step of 8 or 16 blocks, a pair or a group of four; 16 and 17 end it with a full step of 16
+// blocks (Q4_0's loads are not masked), and with one block after one.
 TEST(Matvec, ReadsNothingPastTheMatrix) {
   const long page = sysconf(_SC_PAGESIZE);
   std::mt19937 rng(9);
