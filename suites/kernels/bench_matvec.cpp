@@ -51,14 +51,16 @@ void BM_Matvec(benchmark::State& state) {
                  (reference ? "reference" : std::string(cpullm::isa_name(isa))));
 }
 
-// Attention q/o and ffn gate/up of TinyLlama-1.1B (dim 2048, ffn 5632) and LLaMA-7B
-// (dim 4096, ffn 11008). And 256 x 2048, which in the integer formats (at most 0.6 MiB) stays
-// in L2 between iterations: the kernel's own speed, memory aside. Decode at 2 threads is
-// memory-bound only where that is well above the read roof's share of one core.
+// Attention q/o, ffn gate/up and ffn down of TinyLlama-1.1B (dim 2048, ffn 5632) and LLaMA-7B
+// (dim 4096, ffn 11008). And 256 x 2048 and 96 x 5632, which in the integer formats (at most
+// 0.6 MiB) stay in L2 between iterations: the kernel's own speed, memory aside, at a short and a
+// long row (ffn down's length). Decode at 2 threads is memory-bound only where that is well above
+// the read roof's share of one core.
 void Cases(benchmark::internal::Benchmark* b) {
   for (auto type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
                     GgmlType::CPULLM_INT8_CHANNEL, GgmlType::CPULLM_Q4_0_R8, GgmlType::CPULLM_Q8_0_R8})
-    for (auto [rows, cols] : {std::pair{256, 2048}, {2048, 2048}, {5632, 2048}, {4096, 4096}, {11008, 4096}})
+    for (auto [rows, cols] : {std::pair{256, 2048}, {96, 5632}, {2048, 2048}, {5632, 2048}, {2048, 5632}, {4096, 4096},
+                              {11008, 4096}, {4096, 11008}})
       for (int isa : {-1, static_cast<int>(Isa::Scalar), static_cast<int>(Isa::Avx2), static_cast<int>(Isa::Avx512)})
         b->Args({static_cast<int64_t>(type), rows, cols, isa});
 }
