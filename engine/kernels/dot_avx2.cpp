@@ -79,7 +79,8 @@ inline __m256i block_products(__m256i w, __m256i magnitudes, __m256i a) {
 
 // In-lane unpacks reduce each 128-bit lane's four int32 sums of x and y to two each
 // (x0 + x2, y0 + y2, x1 + x3, y1 + y3), and quad_up those of two such pairs to one each: four
-// registers' lanes summed in 7 instructions, where three hadds took 9 µops.
+// registers' lanes summed by 6 unpacks and 3 adds, 1.01-1.08x the three hadds they replaced
+// (docs/kernels.md, "Decode, session 10").
 inline __m256i pair_up(__m256i x, __m256i y) { return _mm256_add_epi32(_mm256_unpacklo_epi32(x, y), _mm256_unpackhi_epi32(x, y)); }
 inline __m256i quad_up(__m256i x, __m256i y) { return _mm256_add_epi32(_mm256_unpacklo_epi64(x, y), _mm256_unpackhi_epi64(x, y)); }
 
@@ -136,8 +137,8 @@ inline void q4_0_half_step(const BlockQ4_0* step, int s, const QuantizedActivati
 // Q8_0 and INT8_CHANNEL, eight blocks a step in natural order. Each block's 8 lanes of partial
 // sums are reduced as they come, two blocks at a time, to one exact int32 sum per block, block j
 // in lane j; then one conversion, one scale multiply and one FMA serve the 8 blocks, where a step
-// per block paid a scalar FP16 scale conversion, a broadcast, a multiply, a conversion and an
-// FMA for each (docs/kernels.md, "Decode, session 17").
+// per block paid a scalar scale (Q8_0: converted from FP16), a broadcast, a multiply, a
+// conversion and an FMA for each (docs/kernels.md, "Decode, session 17").
 template <int T, typename Row>
 inline void eight_blocks(const Row& w, int64_t b, const QuantizedActivations* const* a, __m256 (&acc)[T]) {
   __m256i pairs[T][4];
@@ -166,11 +167,11 @@ inline void eight_blocks(const Row& w, int64_t b, const QuantizedActivations* co
   }
 }
 
-// Each step covers 8 blocks or more, long enough that one accumulator does not wait on the
-// previous step's FMA (4-5 cycles; with a step per block that wait cost Q8_0 12% and INT8_CHANNEL
-// 18% of their time in L2). Q4_0's halves and Q8_0's last blocks (fewer than 8, one at a time)
-// use a second. Each row is still one stream of sequential loads, which the hardware prefetcher
-// follows from row to row.
+// Two accumulators per token: with one, a step of one block waited on the previous step's FMA
+// (4-5 cycles), which cost Q8_0 12% and INT8_CHANNEL 18% of their time in L2. Q4_0's two halves
+// of a step take one each; Q8_0's and INT8_CHANNEL's steps of 8 take the first and their last
+// blocks (fewer than 8, one at a time) alternate between the two. Each row is still one stream
+// of sequential loads, which the hardware prefetcher follows from row to row.
 struct Avx2BlockDot {
   template <int T>
   struct Tokens {
@@ -202,7 +203,7 @@ struct Avx2BlockDot {
         };
         int64_t b = 0;
         for (; b + 8 <= blocks; b += 8) eight_blocks<T>(w, b, a, even);
-        for (; b < blocks; ++b) prefetch_ahead(w.address(b)), step(b, odd);
+        for (; b < blocks; ++b) prefetch_ahead(w.address(b)), step(b, b % 2 ? odd : even);
       }
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) out[t] = horizontal_sum(_mm256_add_ps(even[t], odd[t]));

@@ -68,8 +68,8 @@ struct FloatRow {
   };
 };
 
-// Q8_0 and INT8_CHANNEL, two blocks per step in natural order: lanes 0-7 hold block b's sums,
-// lanes 8-15 block b + 1's. The weights go into vpdpbusd's signed side as stored and meet the
+// Q8_0 and INT8_CHANNEL, two blocks per register in natural order (natural_sixteen's steps, and
+// natural_pair for a row's last blocks): lanes 0-7 hold block b's sums, lanes 8-15 block b + 1's. The weights go into vpdpbusd's signed side as stored and meet the
 // activations + 128 (dot.hpp); each lane starts from -128 * the sum of its 4 weights, computed
 // once for all the tokens. When `pair` is false block b is the row's last: the upper half's
 // weights are zero, and so are its products and its activation scale.
@@ -225,8 +225,9 @@ inline void q4_0_sixteen_blocks(const BlockQ4_0* blocks, int64_t count, const Qu
   }
 }
 
-// Two accumulators per token, for even and odd steps, so that a step need not wait on the last
-// one's FMA.
+// Two accumulators per token, so that a short step need not wait on the last one's FMA: the
+// steps of 16 blocks take the first, a Q4_0 row's last blocks the second, and the pairs of a
+// Q8_0 or INT8_CHANNEL row's last blocks alternate between the two.
 struct Avx512BlockDot {
   template <int T>
   struct Tokens {
@@ -242,7 +243,7 @@ struct Avx512BlockDot {
         if (b < blocks) q4_0_sixteen_blocks<T>(w.blocks + b, blocks - b, a, b, odd);
       } else {
         for (; b + 16 <= blocks; b += 16) natural_sixteen<T>(w, b, a, even);
-        for (; b < blocks; b += 2) natural_pair<T>(w, b, b + 1 < blocks, a, odd);
+        for (; b < blocks; b += 2) natural_pair<T>(w, b, b + 1 < blocks, a, b / 2 % 2 ? odd : even);
       }
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) out[t] = _mm512_reduce_add_ps(_mm512_add_ps(even[t], odd[t]));

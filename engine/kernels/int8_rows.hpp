@@ -59,9 +59,14 @@ struct Q8_0Row {
   __m256i weights(int64_t b) const { return load32_i8(blocks[b].q); }
   float scale(int64_t b) const { return fp16_to_fp32(blocks[b].scale); }
   // Blocks b..b+7's scales: 4-byte loads at the blocks' starts (word 0 is the scale), interleaved
-  // down to one register.
+  // down to one register. (Loaded through memcpy, not _mm_loadu_si32, which GCC before 11.3 got wrong.)
   __m256 scales8(int64_t b) const {
-    const auto two = [&](int j) { return _mm_unpacklo_epi16(_mm_loadu_si32(blocks + b + j), _mm_loadu_si32(blocks + b + j + 1)); };
+    const auto head = [&](int j) {
+      int32_t four;
+      __builtin_memcpy(&four, blocks + b + j, 4);
+      return _mm_cvtsi32_si128(four);
+    };
+    const auto two = [&](int j) { return _mm_unpacklo_epi16(head(j), head(j + 1)); };
     return _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_unpacklo_epi32(two(0), two(2)), _mm_unpacklo_epi32(two(4), two(6))));
   }
   const void* address(int64_t b) const { return blocks + b; }  // where block b's bytes start

@@ -141,8 +141,8 @@ TEST(Matvec, SameResultForAnyThreadCount) {
 // The kernels load several blocks at a time; a mapped weight file may end right after a
 // matrix, so none may read past its last byte. The matrix here ends at an inaccessible page:
 // a read past it would crash the test. Columns of 1, 3, 5 and 13 blocks end the row inside a
-// step of 8 or 16 blocks, a pair or a group of four; 16 and 17 end it with a full step of 16
-// blocks (Q4_0's loads are not masked), and with one block after one.
+// Q4_0 step or in another kernel's last blocks, pairs or groups of four; 16 and 17 end it with a
+// full step of 16 blocks (Q4_0's loads are not masked), and with one block after one.
 TEST(Matvec, ReadsNothingPastTheMatrix) {
   const long page = sysconf(_SC_PAGESIZE);
   std::mt19937 rng(9);
@@ -229,8 +229,8 @@ TEST(MatvecGroup, SeveralTokensEqualOneMatvecPerToken) {
   for (auto [type, rows] : {std::pair{GgmlType::Q4_0, 5}, {GgmlType::Q8_0, 7}, {GgmlType::F16, 3},
                             {GgmlType::BF16, 4}, {GgmlType::CPULLM_INT8_CHANNEL, 2}, {GgmlType::CPULLM_Q4_0_R8, 8},
                             {GgmlType::CPULLM_Q8_0_R8, 8}, {GgmlType::F32, 9}})
-    matrices.push_back(random_matrix(type, rows, 416, rng));  // 13 blocks: AVX2 Q4_0 runs 8 of them, then a tail of 5
-  constexpr int64_t kXStride = 420, kYStride = 12;  // padding the kernels must leave alone
+    matrices.push_back(random_matrix(type, rows, 800, rng));  // 25 blocks: every kernel's full steps (8 or 16 blocks), then its tail
+  constexpr int64_t kXStride = 804, kYStride = 12;  // padding the kernels must leave alone
   const std::vector<float> x = uniform_input(kRowStreamTokens * kXStride, rng);
   for_each_isa_and_thread_count([&](Isa isa, int t) {
     for (int64_t tokens : {int64_t{2}, int64_t{3}, kRowStreamTokens}) {
