@@ -69,9 +69,9 @@ struct FloatRow {
 };
 
 // Q8_0 and INT8_CHANNEL, two blocks per register in natural order (natural_sixteen's steps, and
-// natural_pair for a row's last blocks): lanes 0-7 hold block b's sums, lanes 8-15 block b + 1's. The weights go into vpdpbusd's signed side as stored and meet the
-// activations + 128 (dot.hpp); each lane starts from -128 * the sum of its 4 weights, computed
-// once for all the tokens. When `pair` is false block b is the row's last: the upper half's
+// natural_pair for a row's last blocks): lanes 0-7 hold block b's sums, lanes 8-15 block b + 1's.
+// The weights go into vpdpbusd's signed side as stored and meet the activations + 128 (dot.hpp);
+// each lane starts from -128 * the sum of its 4 weights, computed once for all the tokens. When `pair` is false block b is the row's last: the upper half's
 // weights are zero, and so are its products and its activation scale.
 inline __m512i pair_weights(const Q8_0Row& w, int64_t b, bool pair) {
   const __m512i first = _mm512_zextsi256_si512(load32_i8(w.blocks[b].q));
@@ -112,6 +112,10 @@ inline void natural_pair(const Row& w, int64_t b, bool pair, const QuantizedActi
   }
 }
 
+// In-lane unpacks, as dot_avx2.cpp's pair_up and quad_up, in each 128-bit lane of 512 bits.
+inline __m512i pair_up(__m512i x, __m512i y) { return _mm512_add_epi32(_mm512_unpacklo_epi32(x, y), _mm512_unpackhi_epi32(x, y)); }
+inline __m512i quad_up(__m512i x, __m512i y) { return _mm512_add_epi32(_mm512_unpacklo_epi64(x, y), _mm512_unpackhi_epi64(x, y)); }
+
 // Q8_0 and INT8_CHANNEL, sixteen blocks a step: natural_pair's registers of two consecutive
 // blocks, whose 4 lanes of partial sums per 128-bit lane are reduced as they come to one exact
 // int32 sum per block; then one permute, one conversion, one scale multiply and one FMA per
@@ -119,8 +123,6 @@ inline void natural_pair(const Row& w, int64_t b, bool pair, const QuantizedActi
 // (docs/kernels.md, "Decode, session 17").
 template <int T, typename Row>
 inline void natural_sixteen(const Row& w, int64_t b, const QuantizedActivations* const* a, __m512 (&acc)[T]) {
-  const auto pair_up = [](__m512i x, __m512i y) { return _mm512_add_epi32(_mm512_unpacklo_epi32(x, y), _mm512_unpackhi_epi32(x, y)); };
-  const auto quad_up = [](__m512i x, __m512i y) { return _mm512_add_epi32(_mm512_unpacklo_epi64(x, y), _mm512_unpackhi_epi64(x, y)); };
   __m512i couples[T][4];  // couple c: blocks b + 4c .. b + 4c + 3, lane k of each 128 bits summed over pair_up's two
 #pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
@@ -206,8 +208,6 @@ inline void q4_0_sixteen_blocks(const BlockQ4_0* blocks, int64_t count, const Qu
   const __m512 weight_scales = _mm512_cvtph_ps(_mm512_castsi512_si256(scale_words));
   // In-lane unpacks reduce each 128-bit lane k's four sums per group to one: lane k of the
   // result holds group 0..3's k-th blocks, which is reduction order.
-  const auto pair_up = [](__m512i x, __m512i y) { return _mm512_add_epi32(_mm512_unpacklo_epi32(x, y), _mm512_unpackhi_epi32(x, y)); };
-  const auto quad_up = [](__m512i x, __m512i y) { return _mm512_add_epi32(_mm512_unpacklo_epi64(x, y), _mm512_unpackhi_epi64(x, y)); };
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
     const int8_t* acts = a[t]->nibble_order + b * kQuantBlock;
