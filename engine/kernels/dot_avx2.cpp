@@ -80,20 +80,24 @@ inline __m256i block_products(__m256i w, __m256i magnitudes, __m256i a) {
 // In-lane unpacks reduce each 128-bit lane's four int32 sums of x and y to two each
 // (x0 + x2, y0 + y2, x1 + x3, y1 + y3), and quad_up those of two such pairs to one each: four
 // registers' lanes summed by 6 unpacks and 3 adds, 1.01-1.08x the three hadds they replaced
-// (docs/kernels.md, "Decode, session 10").
-inline __m256i pair_up(__m256i x, __m256i y) { return _mm256_add_epi32(_mm256_unpacklo_epi32(x, y), _mm256_unpackhi_epi32(x, y)); }
-inline __m256i quad_up(__m256i x, __m256i y) { return _mm256_add_epi32(_mm256_unpacklo_epi64(x, y), _mm256_unpackhi_epi64(x, y)); }
+// (docs/kernels.md, "Decode, session 10"). With Add = _mm256_add_epi16 they move int32 lanes
+// the same way and add the two int16 halves of each apart.
+template <__m256i (*Add)(__m256i, __m256i) = _mm256_add_epi32>
+inline __m256i pair_up(__m256i x, __m256i y) { return Add(_mm256_unpacklo_epi32(x, y), _mm256_unpackhi_epi32(x, y)); }
+template <__m256i (*Add)(__m256i, __m256i) = _mm256_add_epi32>
+inline __m256i quad_up(__m256i x, __m256i y) { return Add(_mm256_unpacklo_epi64(x, y), _mm256_unpackhi_epi64(x, y)); }
 
 // Half s (0 or 1) of the Q4_0 step of 16 blocks at b: blocks 4j + 2s and 4j + 2s + 1 of every
 // group j of 4 (nibble order, dot.hpp). Each such pair is one register of nibbles, loaded and
 // unpacked once for every token: one AND takes the low nibbles, a shift and an AND the high
 // ones. Per token, each meets its 32 activations in one maddubs (the nibbles go in unsigned, as
-// stored), the two int16 products add (at most 4 * 15 * 127 per pair) and madd leaves lanes 0-3
-// with the pair's first block's partial sums, 4-7 with its second's. In-lane unpacks and adds
-// then reduce the four pairs to one exact int32 sum per block, in reduction order (dot.hpp), so
-// the zero point's offsets, the scales, the conversion and the FMA run once per 8 blocks and
-// token instead of once per pair (per pair and token 6 vector instructions instead of 10;
-// docs/kernels.md, "Decode, session 9").
+// stored) and the two int16 products add: words 0-7 hold the pair's first block's partial sums,
+// 8-15 its second's, each at most 4 * 15 * 127 = 7620 in magnitude. In-lane unpacks and int16
+// adds reduce the four pairs to two words per block (at most 4 * 7620 = 30480, still exact in
+// int16), and one madd leaves one exact int32 sum per block, in reduction order (dot.hpp): a madd
+// per 8 blocks where one per pair took 1.02-1.05x longer in L2 (docs/kernels.md, "Decode,
+// session 18"). The zero point's offsets, the scales, the conversion and the FMA then run once
+// per 8 blocks and token instead of once per pair (docs/kernels.md, "Decode, session 9").
 template <int T>
 inline void q4_0_half_step(const BlockQ4_0* step, int s, const QuantizedActivations* const* a, int64_t b, __m256 (&acc)[T]) {
   const __m256i mask = _mm256_set1_epi8(0x0f);
@@ -101,7 +105,6 @@ inline void q4_0_half_step(const BlockQ4_0* step, int s, const QuantizedActivati
   __m256i low[4], high[4];
 #pragma GCC unroll 4
   for (int j = 0; j < 4; ++j) {
-    prefetch_ahead(first(j));
     const __m256i nibbles = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(first(j)[1].nibbles),
                                                 reinterpret_cast<const __m128i*>(first(j)[0].nibbles));
     low[j] = _mm256_and_si256(nibbles, mask);
@@ -118,15 +121,16 @@ inline void q4_0_half_step(const BlockQ4_0* step, int s, const QuantizedActivati
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
     const int8_t* acts = a[t]->nibble_order + b * kQuantBlock + s * kQuantBlock;
-    __m256i pair_sums[4];
+    __m256i products[4];
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
       const int8_t* low_acts = acts + j * 4 * kQuantBlock;  // pair j's first halves; their second halves 64 bytes on
-      const __m256i products = _mm256_add_epi16(_mm256_maddubs_epi16(low[j], load32_i8(low_acts)),
-                                                _mm256_maddubs_epi16(high[j], load32_i8(low_acts + 2 * kQuantBlock)));
-      pair_sums[j] = _mm256_madd_epi16(products, _mm256_set1_epi16(1));
+      products[j] = _mm256_add_epi16(_mm256_maddubs_epi16(low[j], load32_i8(low_acts)),
+                                     _mm256_maddubs_epi16(high[j], load32_i8(low_acts + 2 * kQuantBlock)));
     }
-    const __m256i reduced = quad_up(pair_up(pair_sums[0], pair_sums[1]), pair_up(pair_sums[2], pair_sums[3]));
+    const __m256i reduced = _mm256_madd_epi16(
+        quad_up<_mm256_add_epi16>(pair_up<_mm256_add_epi16>(products[0], products[1]), pair_up<_mm256_add_epi16>(products[2], products[3])),
+        _mm256_set1_epi16(1));
     const int64_t places = b + 8 * s;
     const __m256i sums = _mm256_add_epi32(reduced, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t]->offsets + places)));
     const __m256 scales = _mm256_mul_ps(weight_scales, _mm256_loadu_ps(a[t]->nibble_scales + places));
@@ -183,7 +187,13 @@ struct Avx2BlockDot {
       for (int t = 0; t < T; ++t) even[t] = odd[t] = _mm256_setzero_ps();
       if constexpr (std::is_same_v<Row, Q4_0Row>) {
         int64_t b = 0;
-        for (; b + 16 <= blocks; b += 16) q4_0_half_step<T>(w.blocks + b, 0, a, b, even), q4_0_half_step<T>(w.blocks + b, 1, a, b, odd);
+        for (; b + 16 <= blocks; b += 16) {
+          // Five prefetches 64 bytes apart from each step's start (288 bytes) reach every line
+          // the steps read (a line the last one misses holds the next step's start), where one
+          // per pair took 8 (docs/kernels.md, "Decode, session 18").
+          for (int line = 0; line < 5; ++line) prefetch_ahead(reinterpret_cast<const std::byte*>(w.blocks + b) + 64 * line);
+          q4_0_half_step<T>(w.blocks + b, 0, a, b, even), q4_0_half_step<T>(w.blocks + b, 1, a, b, odd);
+        }
         if (b < blocks) {  // the last blocks, copied beside zero blocks (zero scales) that add nothing
           BlockQ4_0 tail[16] = {};
           std::copy(w.blocks + b, w.blocks + blocks, tail);

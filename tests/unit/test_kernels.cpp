@@ -321,26 +321,34 @@ TEST(MatvecGroup, RefusesMatricesOfDifferentWidths) {
 
 // Q4_0's SIMD kernels take the nibbles unsigned and subtract 8 * sum(a) per block: weights at
 // the ends of their range (nibbles 0 and 15) against activations at +-127 must still give the
-// reference's exact block sums.
+// reference's exact block sums. The AVX2 kernel adds 16 products of nibbles and activations in
+// int16 (at most 16 * 15 * 127 = 30480): rows of nothing but nibbles 15 against activations all
+// +127 or all -127 reach that bound, and summing any more in int16 would wrap.
 TEST(Matvec, Q4_0ExtremeNibblesAndActivationsMatchReference) {
   std::mt19937 rng(6);
-  const int64_t rows = 9, cols = 160;  // 5 blocks: an odd one for the AVX-512 pairs
+  const int64_t rows = 9, cols = 800;  // 25 blocks: a full step of 16, then an odd tail for the AVX-512 pairs
   std::vector<BlockQ4_0> blocks(rows * cols / kQuantBlock);
-  for (BlockQ4_0& block : blocks) {
-    block.scale = fp32_to_fp16(0.5f);
-    for (uint8_t& byte : block.nibbles) byte = static_cast<uint8_t>((rng() % 2 ? 0x0f : 0x00) | (rng() % 2 ? 0xf0 : 0x00));
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    const int64_t row = static_cast<int64_t>(i) / (cols / kQuantBlock);
+    blocks[i].scale = fp32_to_fp16(0.5f);
+    for (uint8_t& byte : blocks[i].nibbles)
+      byte = row == 0   ? 0xff  // every weight +7
+             : row == 1 ? 0x00  // every weight -8
+                        : static_cast<uint8_t>((rng() % 2 ? 0x0f : 0x00) | (rng() % 2 ? 0xf0 : 0x00));
   }
   const WeightMatrix w{reinterpret_cast<const std::byte*>(blocks.data()), GgmlType::Q4_0, rows, cols};
-  std::vector<float> x(cols);
-  for (float& v : x) v = rng() % 2 ? 1.0f : -1.0f;  // every block's amax: quantized to exactly +-127
-  std::vector<float> reference(rows), fast(rows);
-  matvec_reference(reference.data(), w, x.data());
-  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
-    if (!cpu_supports(isa)) continue;
-    matvec(fast.data(), w, x.data(), isa);
-    // Every block sum is exact on every ISA; only their FP32 sum's order may differ, within
-    // cols * 2^-24 * sum|w.a| where |w| <= 4 (0.5 * 8) and |a| = 1.
-    for (int64_t r = 0; r < rows; ++r) EXPECT_NEAR(fast[r], reference[r], cols * 0x1.0p-24 * cols * 4) << isa_name(isa);
+  std::vector<float> random_signs(cols), plus(cols, 1.0f), minus(cols, -1.0f);
+  for (float& v : random_signs) v = rng() % 2 ? 1.0f : -1.0f;  // every block's amax: quantized to exactly +-127
+  for (const std::vector<float>* x : {&random_signs, &plus, &minus}) {
+    std::vector<float> reference(rows), fast(rows);
+    matvec_reference(reference.data(), w, x->data());
+    for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+      if (!cpu_supports(isa)) continue;
+      matvec(fast.data(), w, x->data(), isa);
+      // Every block sum is exact on every ISA; only their FP32 sum's order may differ, within
+      // cols * 2^-24 * sum|w.a| where |w| <= 4 (0.5 * 8) and |a| = 1.
+      for (int64_t r = 0; r < rows; ++r) EXPECT_NEAR(fast[r], reference[r], cols * 0x1.0p-24 * cols * 4) << isa_name(isa) << " row " << r;
+    }
   }
 }
 
