@@ -189,8 +189,9 @@ struct Avx2BlockDot {
         int64_t b = 0;
         for (; b + 16 <= blocks; b += 16) {
           // Five prefetches 64 bytes apart from each step's start (288 bytes) reach every line
-          // the steps read (a line the last one misses holds the next step's start), where one
-          // per pair took 8 (docs/kernels.md, "Decode, session 18").
+          // the steps read (a line the last one misses holds the next step's start, or the row's
+          // last blocks, which no prefetch reached before either), where one per pair took 8
+          // (docs/kernels.md, "Decode, session 18").
           for (int line = 0; line < 5; ++line) prefetch_ahead(reinterpret_cast<const std::byte*>(w.blocks + b) + 64 * line);
           q4_0_half_step<T>(w.blocks + b, 0, a, b, even), q4_0_half_step<T>(w.blocks + b, 1, a, b, odd);
         }

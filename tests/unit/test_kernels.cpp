@@ -323,7 +323,7 @@ TEST(MatvecGroup, RefusesMatricesOfDifferentWidths) {
 // the ends of their range (nibbles 0 and 15) against activations at +-127 must still give the
 // reference's exact block sums. The AVX2 kernel adds 16 products of nibbles and activations in
 // int16 (at most 16 * 15 * 127 = 30480): rows of nothing but nibbles 15 against activations all
-// +127 or all -127 reach that bound, and summing any more in int16 would wrap.
+// +127 or all -127 reach that bound; summing twice as many (up to 60960) would wrap.
 TEST(Matvec, Q4_0ExtremeNibblesAndActivationsMatchReference) {
   std::mt19937 rng(6);
   const int64_t rows = 9, cols = 800;  // 25 blocks: a full step of 16, then an odd tail for the AVX-512 pairs
