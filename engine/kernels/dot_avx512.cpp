@@ -71,8 +71,9 @@ struct FloatRow {
 // Q8_0 and INT8_CHANNEL, two blocks per register in natural order (natural_sixteen's steps, and
 // natural_pair for a row's last blocks): lanes 0-7 hold block b's sums, lanes 8-15 block b + 1's.
 // The weights go into vpdpbusd's signed side as stored and meet the activations + 128 (dot.hpp);
-// each lane starts from -128 * the sum of its 4 weights, computed once for all the tokens. When `pair` is false block b is the row's last: the upper half's
-// weights are zero, and so are its products and its activation scale.
+// each lane starts from -128 * the sum of its 4 weights, computed once for all the tokens. When
+// `pair` is false block b is the row's last: the upper half's weights are zero, and so are its
+// products and its activation scale.
 inline __m512i pair_weights(const Q8_0Row& w, int64_t b, bool pair) {
   const __m512i first = _mm512_zextsi256_si512(load32_i8(w.blocks[b].q));
   return pair ? _mm512_inserti64x4(first, load32_i8(w.blocks[b + 1].q), 1) : first;
