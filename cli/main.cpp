@@ -9,6 +9,7 @@
 #include "cli/commands.hpp"
 #include "cli/python_command.hpp"
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "engine/kernels/isa.hpp"
 #include "engine/kernels/matmul.hpp"
@@ -34,13 +35,22 @@ void apply_isa(const std::string& isa) {
 }
 
 std::string apply_cache_sizes(const Topology& topology) {
-  for (const CacheLevel& cache : topology.caches)
-    if (cache.name == "L2" && cache.size_bytes > 0) {
-      set_l2_cache_bytes(static_cast<int64_t>(cache.size_bytes));
-      return fmt::format("GEMM blocked for an L2 of {} KiB per core ({})", cache.size_bytes / 1024, topology.source);
-    }
-  return fmt::format("GEMM blocked for an L2 of {} KiB per core (sysconf: {} reports no L2)", l2_cache_bytes() / 1024,
-                     topology.source);
+  CacheSizes sizes = cache_sizes();
+  std::vector<std::string> missing;
+  const auto take = [&](const char* name, int64_t& bytes) {
+    for (const CacheLevel& cache : topology.caches)
+      if (cache.name == name && cache.size_bytes > 0) {
+        bytes = static_cast<int64_t>(cache.size_bytes);
+        return;
+      }
+    missing.push_back(name);
+  };
+  take("L1d", sizes.l1d_bytes);
+  take("L2", sizes.l2_bytes);
+  set_cache_sizes(sizes);
+  return fmt::format("GEMM blocked for an L1d of {} KiB and an L2 of {} KiB per core ({}{})", sizes.l1d_bytes / 1024,
+                     sizes.l2_bytes / 1024, topology.source,
+                     missing.empty() ? "" : fmt::format("; {} from sysconf: not reported", fmt::join(missing, ", ")));
 }
 
 void add_binding_options(CLI::App& command, BindingOptions& binding) {

@@ -28,18 +28,17 @@ namespace cpullm {
 // tokens 1.4-1.6x faster than the GEMM, whose Q4_0 packing unpacks every nibble. Q8_0 and
 // INT8_CHANNEL at 8 tokens did not beat the GEMM (Q8_0 lost 7 of 8 alternated rounds) and stay
 // with it.
-bool matmul_streams_rows(GgmlType type, int64_t tokens, int64_t cols) {
+bool matmul_streams_rows(GgmlType type, int64_t tokens, int64_t cols, int64_t l1d_bytes) {
   if (tokens <= 2) return true;
   const bool q4_0 = type == GgmlType::Q4_0 || type == GgmlType::CPULLM_Q4_0_R8;
   if (tokens > (q4_0 ? kRowStreamTokens : kRowDotTokens)) return false;
   if (type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16) return true;
   if (!uses_q8_0_activations(type)) return false;
   // What one token's row kernel reads per block of 32 columns (dot.hpp): the values (32 bytes),
-  // the block's scale (4) and for Q4_0 its offset (4). The budget is half this host's 48 KiB L1d
-  // and 3/4 of the Xeon E5 v4's 32 KiB.
-  constexpr int64_t kActivationBudget = 24 * 1024;
+  // the block's scale (4) and for Q4_0 its offset (4), in half of L1d (24 KiB on this host's
+  // 48 KiB, where the measurements above were made; 16 KiB on the Xeon E5 v4's 32 KiB).
   const int64_t block_bytes = q4_0 ? 40 : 36;
-  return tokens * block_bytes * (cols / kQuantBlock) <= kActivationBudget;
+  return tokens * block_bytes * (cols / kQuantBlock) <= l1d_bytes / 2;
 }
 
 namespace {
@@ -56,18 +55,21 @@ std::byte* panel_buffer(int64_t bytes) {
 
 // The loops around the micro-kernel. `steps` are the units of the row (columns for float
 // panels, blocks of 32 for integer ones), `step_bytes` what one step of an R-row panel takes.
-//  - depth: the steps of one pass. One panel of that depth fills a quarter of L2, and one
-//    tile of N tokens' activations over it stays in L1 while the panels pass under it. It
-//    depends only on the cache size, never on the thread count: each output is the same
-//    sequence of FP32 additions whatever the threads.
+//  - depth: the steps of one pass, the most for which one panel fills at most a quarter of L2
+//    and one tile of N tokens' activations (`token_step_bytes` a token and step) at most half
+//    of L1d, so that the tile stays in L1 while the panels pass under it. It depends only on the
+//    cache sizes, never on the thread count: each output is the same sequence of FP32
+//    additions whatever the threads.
 //  - a block: the panels one thread packs per pass, at most half of L2, and as many blocks as
 //    make an equal number per thread (8 panels of 32 rows on 2 threads: 4 blocks of 2 panels,
 //    2 per thread, not blocks of 3 + 3 + 2).
 // Per pass: pack the block's panels, then run every tile of N tokens over each panel in turn.
 template <typename Pack, typename Run>
-void blocked_gemm(int64_t rows, int64_t steps, int64_t tokens, int R, int N, int64_t step_bytes, int64_t l2_bytes,
-                  Pack pack, Run run) {
-  const int64_t depth = std::clamp<int64_t>(l2_bytes / 4 / step_bytes, 1, steps);
+void blocked_gemm(int64_t rows, int64_t steps, int64_t tokens, int R, int N, int64_t step_bytes,
+                  int64_t token_step_bytes, const CacheSizes& caches, Pack pack, Run run) {
+  const int64_t l2_bytes = caches.l2_bytes;
+  const int64_t depth =
+      std::clamp<int64_t>(std::min(l2_bytes / 4 / step_bytes, caches.l1d_bytes / 2 / (N * token_step_bytes)), 1, steps);
   const int64_t panels = ceil_div(rows, R);
   const int64_t panel_bytes = depth * step_bytes;
   const int64_t threads = parallel_threads();
@@ -94,10 +96,10 @@ void blocked_gemm(int64_t rows, int64_t steps, int64_t tokens, int R, int N, int
 }
 
 void float_gemm(const GemmKernels& k, float* y, int64_t y_stride, const WeightMatrix& w, const float* x,
-                int64_t x_stride, int64_t tokens, int64_t l2_bytes) {
+                int64_t x_stride, int64_t tokens, const CacheSizes& caches) {
   const int R = k.float_rows;
   blocked_gemm(
-      w.rows, w.cols, tokens, R, k.float_tokens, R * static_cast<int64_t>(sizeof(float)), l2_bytes,
+      w.rows, w.cols, tokens, R, k.float_tokens, R * static_cast<int64_t>(sizeof(float)), sizeof(float), caches,
       [=](std::byte* panel, int64_t r0, int64_t k0, int64_t depth) {
         pack_float_panel(w, r0, k0, depth, R, reinterpret_cast<float*>(panel));
       },
@@ -110,7 +112,7 @@ void float_gemm(const GemmKernels& k, float* y, int64_t y_stride, const WeightMa
 
 // Every token's row is quantized to Q8_0 once, before any tile.
 void integer_gemm(const GemmKernels& k, float* y, int64_t y_stride, const WeightMatrix& w, const float* x,
-                  int64_t x_stride, int64_t tokens, int64_t l2_bytes) {
+                  int64_t x_stride, int64_t tokens, const CacheSizes& caches) {
   const int64_t blocks = w.cols / kQuantBlock;
   thread_local std::vector<ActivationBlock> activations;  // (tokens, blocks), reused from call to call
   activations.resize(static_cast<std::size_t>(tokens * blocks));
@@ -121,7 +123,7 @@ void integer_gemm(const GemmKernels& k, float* y, int64_t y_stride, const Weight
 
   const int R = k.integer_rows;
   blocked_gemm(
-      w.rows, blocks, tokens, R, k.integer_tokens, integer_panel_block_bytes(R), l2_bytes,
+      w.rows, blocks, tokens, R, k.integer_tokens, integer_panel_block_bytes(R), sizeof(ActivationBlock), caches,
       [=](std::byte* panel, int64_t r0, int64_t b0, int64_t count) {
         pack_integer_panel(w, r0, b0, count, R, k.weight_flip, panel);
       },
@@ -135,18 +137,26 @@ void integer_gemm(const GemmKernels& k, float* y, int64_t y_stride, const Weight
 }  // namespace
 
 namespace {
-int64_t l2_from_sysconf() {
-  const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  return l2 > 0 ? l2 : 256 * 1024;
+CacheSizes caches_from_sysconf() {
+  const long l1d = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return {l1d > 0 ? l1d : 32 * 1024, l2 > 0 ? l2 : 256 * 1024};
 }
-std::atomic<int64_t> l2_bytes_in_use{l2_from_sysconf()};
+std::atomic<int64_t> l1d_bytes_in_use{caches_from_sysconf().l1d_bytes};
+std::atomic<int64_t> l2_bytes_in_use{caches_from_sysconf().l2_bytes};
 }  // namespace
 
-int64_t l2_cache_bytes() { return l2_bytes_in_use.load(std::memory_order_relaxed); }
+CacheSizes cache_sizes() {
+  return {l1d_bytes_in_use.load(std::memory_order_relaxed), l2_bytes_in_use.load(std::memory_order_relaxed)};
+}
 
-void set_l2_cache_bytes(int64_t bytes) {
-  if (bytes < 4096 || bytes > (int64_t{1} << 30)) fail("an L2 cache of {} bytes is outside 4 KiB to 1 GiB", bytes);
-  l2_bytes_in_use.store(bytes, std::memory_order_relaxed);
+void set_cache_sizes(const CacheSizes& sizes) {
+  constexpr int64_t kMost = int64_t{1} << 30;
+  if (sizes.l1d_bytes < 1024 || sizes.l1d_bytes > kMost)
+    fail("an L1d cache of {} bytes is outside 1 KiB to 1 GiB", sizes.l1d_bytes);
+  if (sizes.l2_bytes < 4096 || sizes.l2_bytes > kMost)
+    fail("an L2 cache of {} bytes is outside 4 KiB to 1 GiB", sizes.l2_bytes);
+  l1d_bytes_in_use.store(sizes.l1d_bytes, std::memory_order_relaxed);
+  l2_bytes_in_use.store(sizes.l2_bytes, std::memory_order_relaxed);
 }
 
 const GemmKernels& gemm_kernels(Isa isa) {
@@ -159,23 +169,23 @@ void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, i
 
 void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride, int64_t tokens,
             Isa isa) {
-  matmul(y, y_stride, w, x, x_stride, tokens, isa, l2_cache_bytes());
+  matmul(y, y_stride, w, x, x_stride, tokens, isa, cache_sizes());
 }
 
 void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride, int64_t tokens,
-            Isa isa, int64_t l2_bytes) {
+            Isa isa, const CacheSizes& caches) {
   if (is_sparse(w.type)) return sparse_matmul(y, y_stride, w, x, x_stride, tokens, isa);
   if (!matvec_supports(w.type, w.cols))
     fail("matmul: no kernel for weight type {} with {} columns", ggml_type_name(w.type), w.cols);
   if (tokens <= 0 || w.rows <= 0) return;
   rows_per_kernel_call(w);  // the GEMM's packing reads whole groups too
-  if (matmul_streams_rows(w.type, tokens, w.cols)) {
+  if (matmul_streams_rows(w.type, tokens, w.cols, caches.l1d_bytes)) {
     const MatvecTask task{y, &w, y_stride};
     return matvec_group({&task, 1}, x, x_stride, tokens, isa);
   }
   const GemmKernels& kernels = gemm_kernels(isa);
-  if (uses_q8_0_activations(w.type)) integer_gemm(kernels, y, y_stride, w, x, x_stride, tokens, l2_bytes);
-  else float_gemm(kernels, y, y_stride, w, x, x_stride, tokens, l2_bytes);
+  if (uses_q8_0_activations(w.type)) integer_gemm(kernels, y, y_stride, w, x, x_stride, tokens, caches);
+  else float_gemm(kernels, y, y_stride, w, x, x_stride, tokens, caches);
 }
 
 void matmul_reference(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride,

@@ -224,8 +224,9 @@ def roofs_from_a_hardware_profile(ctx):
     per_package = measured if measured is not None else profile["memory_bandwidth_gbs_per_package"]["value"]
     e5 = profile_json(ctx, "-p", "4", "-n", "2", "--hardware", "e5-4627v4")
     roofs = e5["roofs"]
-    # The GEMM blocks for the emulated box's caches: the E5 v4's 256 KiB L2, not this machine's.
-    assert e5["gemm_blocking"].startswith("GEMM blocked for an L2 of 256 KiB per core (hardware profile e5-4627v4"), e5
+    # The GEMM blocks for the emulated box's caches: the E5 v4's 32 KiB L1d and 256 KiB L2, not this machine's.
+    assert e5["gemm_blocking"].startswith(
+        "GEMM blocked for an L1d of 32 KiB and an L2 of 256 KiB per core (hardware profile e5-4627v4"), e5
     assert roofs["memory_source"].startswith("profile e5-4627v4"), roofs
     assert abs(roofs["memory_bytes_per_s"] - 4 * per_package * 1e9) < 1e3, roofs
     per_cycle = profile.get("fp32_flops_per_cycle_per_core", {}).get("value")

@@ -57,9 +57,9 @@ std::vector<double> effective_activations(GgmlType type, const float* x, int64_t
 // terms in any order is within n * 2^-24 * sum|terms| of exact; both results are, so they are
 // within twice that of each other (integer formats: per-block int32 sums are exact, only the
 // FP32 sum across blocks differs, within the same bound).
-// l2_bytes: the L2 the blocking is sized for (0: this core's).
+// caches: the cache sizes the blocking is sized for (zeros: cache_sizes()).
 void expect_matches_reference(Isa isa, GgmlType type, int64_t tokens, int64_t rows, int64_t cols,
-                              int64_t l2_bytes = 0) {
+                              CacheSizes caches = {0, 0}) {
   std::mt19937 rng(static_cast<unsigned>(tokens * 7919 + rows * 131 + cols));
   const Matrix m = random_matrix(type, rows, cols, rng);
   const int64_t x_stride = cols + 3, y_stride = rows + 2;
@@ -69,7 +69,7 @@ void expect_matches_reference(Isa isa, GgmlType type, int64_t tokens, int64_t ro
 
   std::vector<float> reference(tokens * y_stride, -1.0f), fast(tokens * y_stride, -1.0f);
   matmul_reference(reference.data(), y_stride, m.view, x.data(), x_stride, tokens);
-  if (l2_bytes) matmul(fast.data(), y_stride, m.view, x.data(), x_stride, tokens, isa, l2_bytes);
+  if (caches.l2_bytes) matmul(fast.data(), y_stride, m.view, x.data(), x_stride, tokens, isa, caches);
   else matmul(fast.data(), y_stride, m.view, x.data(), x_stride, tokens, isa);
   for (int64_t t = 0; t < tokens; ++t) {
     const std::vector<double> a = effective_activations(type, &x[t * x_stride], cols);
@@ -105,15 +105,18 @@ TEST_P(MatmulTest, MatchesReferenceOnRaggedShapes) {
         expect_matches_reference(isa, type, tokens, rows, cols);
 }
 
-// Blocking sized for a 4 KiB L2: passes of a few columns (float) or one block (integer) and
-// blocks of one panel, so these shapes cross many of both, ragged at the ends, and every output
-// is summed over many passes.
+// Blocking sized for a 1 KiB L1d and a 4 KiB L2: passes of a few columns (float) or one block
+// (integer) and blocks of one panel, so these shapes cross many of both, ragged at the ends, and
+// every output is summed over many passes. With a 1 MiB L2 the L1d alone cuts the passes short
+// (21 columns for a tile of 6 tokens, 2-3 blocks for the integer tiles).
 TEST_P(MatmulTest, MatchesReferenceAcrossCacheBlocks) {
   auto [isa, type] = GetParam();
   if (!cpu_supports(isa)) GTEST_SKIP() << "this CPU has no " << isa_name(isa);
   const int64_t cols = uses_q8_0_activations(type) ? 416 : 1000;
-  for (int64_t tokens : {17, 64})
-    for (int64_t rows : row_counts(type, {33, 130}, {40, 136})) expect_matches_reference(isa, type, tokens, rows, cols, 4096);
+  for (const CacheSizes caches : {CacheSizes{1024, 4096}, CacheSizes{1024, 1 << 20}})
+    for (int64_t tokens : {17, 64})
+      for (int64_t rows : row_counts(type, {33, 130}, {40, 136}))
+        expect_matches_reference(isa, type, tokens, rows, cols, caches);
 }
 
 std::string matmul_case_name(const ::testing::TestParamInfo<MatmulCase>& info) {
@@ -154,24 +157,27 @@ TEST(Matmul, SameResultForAnyThreadCount) {
   }
 }
 
-// The CLI sizes the blocking to the topology's L2 (an emulated box's under profile --hardware):
-// matmul without an explicit size must then block exactly as for that size.
-TEST(Matmul, BlocksForTheL2ItIsSet) {
+// The CLI sizes the blocking to the topology's caches (an emulated box's under profile
+// --hardware): matmul without explicit sizes must then block exactly as for those sizes.
+TEST(Matmul, BlocksForTheCachesItIsSet) {
   std::mt19937 rng(5);
   const Matrix m = random_matrix(GgmlType::F16, 130, 1000, rng);
   const int64_t tokens = 17;
   const std::vector<float> x = uniform_values(tokens * 1000, rng);
-  std::vector<float> set(tokens * 130), explicit_size(tokens * 130);
-  const int64_t original = l2_cache_bytes();
-  set_l2_cache_bytes(4096);
-  EXPECT_EQ(l2_cache_bytes(), 4096);
+  std::vector<float> set(tokens * 130), explicit_sizes(tokens * 130);
+  const CacheSizes original = cache_sizes(), small{1024, 4096};
+  set_cache_sizes(small);
+  EXPECT_EQ(cache_sizes().l1d_bytes, 1024);
+  EXPECT_EQ(cache_sizes().l2_bytes, 4096);
   matmul(set.data(), 130, m.view, x.data(), 1000, tokens);
-  set_l2_cache_bytes(original);
-  matmul(explicit_size.data(), 130, m.view, x.data(), 1000, tokens, active_isa(), 4096);
-  EXPECT_EQ(set, explicit_size);
-  EXPECT_THROW(set_l2_cache_bytes(1024), Error);
-  EXPECT_THROW(set_l2_cache_bytes(int64_t{1} << 40), Error);
-  EXPECT_EQ(l2_cache_bytes(), original);
+  set_cache_sizes(original);
+  matmul(explicit_sizes.data(), 130, m.view, x.data(), 1000, tokens, active_isa(), small);
+  EXPECT_EQ(set, explicit_sizes);
+  EXPECT_THROW(set_cache_sizes({512, 4096}), Error);
+  EXPECT_THROW(set_cache_sizes({32768, 1024}), Error);
+  EXPECT_THROW(set_cache_sizes({32768, int64_t{1} << 40}), Error);
+  EXPECT_EQ(cache_sizes().l1d_bytes, original.l1d_bytes);
+  EXPECT_EQ(cache_sizes().l2_bytes, original.l2_bytes);
 }
 
 TEST(Matmul, RefusesTypesWithoutAKernel) {
@@ -181,31 +187,36 @@ TEST(Matmul, RefusesTypesWithoutAKernel) {
   EXPECT_THROW(matmul(&y, 1, q4_1, x, 32, 1), std::exception);
 }
 
-// The streaming policy at the shapes it was measured on (docs/kernels.md): 1-2 tokens always,
-// float rows up to 4 tokens, integer rows up to 4 (Q4_0 and Q4_0_R8: 8) while the tokens'
-// quantized activations fit in 24 KiB, never more.
+// The streaming policy at the shapes it was measured on (docs/kernels.md), with this host's
+// 48 KiB L1d: 1-2 tokens always, float rows up to 4 tokens, integer rows up to 4 (Q4_0 and
+// Q4_0_R8: 8) while the tokens' quantized activations fit in 24 KiB, never more; with the Xeon
+// E5 v4's 32 KiB, in 16 KiB.
 TEST(Matmul, StreamsRowsWhileTheTokensActivationsFitBesideThem) {
+  constexpr int64_t kL1d = 48 * 1024, kXeonL1d = 32 * 1024;
   for (GgmlType type : {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::CPULLM_Q4_0_R8, GgmlType::CPULLM_Q8_0_R8}) {
-    EXPECT_TRUE(matmul_streams_rows(type, 2, 11008)) << ggml_type_name(type);
-    EXPECT_FALSE(matmul_streams_rows(type, 9, 32)) << ggml_type_name(type);
+    EXPECT_TRUE(matmul_streams_rows(type, 2, 11008, kL1d)) << ggml_type_name(type);
+    EXPECT_FALSE(matmul_streams_rows(type, 9, 32, kL1d)) << ggml_type_name(type);
   }
-  EXPECT_FALSE(matmul_streams_rows(GgmlType::F16, 5, 32));
-  EXPECT_FALSE(matmul_streams_rows(GgmlType::Q8_0, 5, 32));
-  EXPECT_TRUE(matmul_streams_rows(GgmlType::Q4_0, 8, 2048));    // 8 x 64 x 40 = 20 KiB: TinyLlama's width
-  EXPECT_FALSE(matmul_streams_rows(GgmlType::Q4_0, 8, 4096));   // 40 KiB
-  EXPECT_TRUE(matmul_streams_rows(GgmlType::CPULLM_Q4_0_R8, 8, 2048));  // the same 40 bytes a block: values, scale, offset
-  EXPECT_FALSE(matmul_streams_rows(GgmlType::CPULLM_Q4_0_R8, 8, 4096));
-  EXPECT_TRUE(matmul_streams_rows(GgmlType::F16, 4, 11008));
-  EXPECT_TRUE(matmul_streams_rows(GgmlType::Q8_0, 4, 4096));    // 4 x 128 blocks x 36 bytes = 18 KiB
-  EXPECT_TRUE(matmul_streams_rows(GgmlType::Q8_0, 4, 5440));    // 24,480 bytes
-  EXPECT_FALSE(matmul_streams_rows(GgmlType::Q8_0, 4, 5472));   // 24,624 bytes
-  EXPECT_TRUE(matmul_streams_rows(GgmlType::CPULLM_Q8_0_R8, 4, 5440));   // as Q8_0
-  EXPECT_FALSE(matmul_streams_rows(GgmlType::CPULLM_Q8_0_R8, 5, 32));
-  EXPECT_FALSE(matmul_streams_rows(GgmlType::CPULLM_INT8_CHANNEL, 3, 11008));
-  EXPECT_TRUE(matmul_streams_rows(GgmlType::Q4_0, 4, 4096));    // 4 x 128 x 40 = 20 KiB
-  EXPECT_TRUE(matmul_streams_rows(GgmlType::Q4_0, 4, 4800));    // 24,000 bytes
-  EXPECT_FALSE(matmul_streams_rows(GgmlType::Q4_0, 4, 4928));   // 24,640 bytes
-  EXPECT_FALSE(matmul_streams_rows(GgmlType::Q4_0, 4, 5632));
+  EXPECT_FALSE(matmul_streams_rows(GgmlType::F16, 5, 32, kL1d));
+  EXPECT_FALSE(matmul_streams_rows(GgmlType::Q8_0, 5, 32, kL1d));
+  EXPECT_TRUE(matmul_streams_rows(GgmlType::Q4_0, 8, 2048, kL1d));    // 8 x 64 x 40 = 20 KiB: TinyLlama's width
+  EXPECT_FALSE(matmul_streams_rows(GgmlType::Q4_0, 8, 4096, kL1d));   // 40 KiB
+  EXPECT_TRUE(matmul_streams_rows(GgmlType::CPULLM_Q4_0_R8, 8, 2048, kL1d));  // the same 40 bytes a block: values, scale, offset
+  EXPECT_FALSE(matmul_streams_rows(GgmlType::CPULLM_Q4_0_R8, 8, 4096, kL1d));
+  EXPECT_TRUE(matmul_streams_rows(GgmlType::F16, 4, 11008, kL1d));
+  EXPECT_TRUE(matmul_streams_rows(GgmlType::Q8_0, 4, 4096, kL1d));    // 4 x 128 blocks x 36 bytes = 18 KiB
+  EXPECT_TRUE(matmul_streams_rows(GgmlType::Q8_0, 4, 5440, kL1d));    // 24,480 bytes
+  EXPECT_FALSE(matmul_streams_rows(GgmlType::Q8_0, 4, 5472, kL1d));   // 24,624 bytes
+  EXPECT_TRUE(matmul_streams_rows(GgmlType::CPULLM_Q8_0_R8, 4, 5440, kL1d));   // as Q8_0
+  EXPECT_FALSE(matmul_streams_rows(GgmlType::CPULLM_Q8_0_R8, 5, 32, kL1d));
+  EXPECT_FALSE(matmul_streams_rows(GgmlType::CPULLM_INT8_CHANNEL, 3, 11008, kL1d));
+  EXPECT_TRUE(matmul_streams_rows(GgmlType::Q4_0, 4, 4096, kL1d));    // 4 x 128 x 40 = 20 KiB
+  EXPECT_TRUE(matmul_streams_rows(GgmlType::Q4_0, 4, 4800, kL1d));    // 24,000 bytes
+  EXPECT_FALSE(matmul_streams_rows(GgmlType::Q4_0, 4, 4928, kL1d));   // 24,640 bytes
+  EXPECT_FALSE(matmul_streams_rows(GgmlType::Q4_0, 4, 5632, kL1d));
+  EXPECT_FALSE(matmul_streams_rows(GgmlType::Q8_0, 4, 4096, kXeonL1d));  // 18 KiB
+  EXPECT_TRUE(matmul_streams_rows(GgmlType::Q8_0, 4, 3616, kXeonL1d));   // 16,272 bytes
+  EXPECT_TRUE(matmul_streams_rows(GgmlType::F16, 4, 11008, kXeonL1d));
 }
 
 // Logits of forward_batch (every position, and the last alone) against forward() token by
