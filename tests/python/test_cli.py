@@ -18,6 +18,9 @@ import sys
 
 from cli_checks import check, expect_error, run, run_checks
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+from gguf_reader import GGUFFile  # noqa: E402  (the independent reader, written from the GGUF spec)
+
 
 def known_good_story(shared):
     readme = open(os.path.join(shared, "README.md"), encoding="utf-8").read()
@@ -255,6 +258,56 @@ def quantize_r8_is_the_plain_format_interleaved(ctx):
             assert types["blk.0.ffn_up.weight"] == plain_name.upper() and types["blk.0.attn_q.weight"] == r8_type, types
             text = run([ctx.cpullm, "generate", "-m", out, "--temp", "0", "-n", "30"]).stdout
             assert text.startswith("Once upon a time"), text
+
+
+# ggml's types as llama.cpp's gguf.cpp knows them (ggml.h, 2025: MXFP4 = 39 is the last), with
+# the elements and bytes of a block for the ones cpullm writes.
+GGML_TYPE_COUNT = 40
+GGML_BLOCKS = {0: (1, 4), 1: (1, 2), 2: (32, 18), 8: (32, 34), 30: (1, 2)}
+
+
+def ggml_reader_verdict(path):
+    """What a ggml-based reader does with the file's tensor infos: llama.cpp's gguf_init refuses a
+    tensor whose type is outside [0, GGML_TYPE_COUNT) ("has invalid ggml type") before reading
+    any data; a type inside must have ggml's layout, so its size must be ggml's."""
+    g = GGUFFile(path)
+    for name, (ne, gtype, start) in g.tensors.items():
+        if not 0 <= gtype < GGML_TYPE_COUNT:
+            return f"refused: tensor '{name}' has invalid ggml type {gtype}"
+        elements, block_bytes = GGML_BLOCKS[gtype]
+        count = 1
+        for n in ne:
+            count *= n
+        assert ne[0] % elements == 0 and start + count // elements * block_bytes <= len(g.buf), (path, name, ne, gtype)
+    return "accepted"
+
+
+@check
+def cpullm_types_are_refused_by_ggml_readers(ctx):
+    """cpullm's own layouts (per-channel INT8, rows interleaved in eights, Top-K sparse) carry type
+    numbers far outside ggml's range, so llama.cpp-style readers refuse such a file cleanly instead
+    of misreading it (Q4_0_R8 has Q4_0's size: under Q4_0's number it would load as garbage), and
+    the independent reader names the tensor and its type; files of ggml's types pass both."""
+    # custom: cpullm's type numbers the file must hold (None: sparse ones), or {} for none
+    for flags, custom in ((["--type", "int8-channel"], {4097}), (["--type", "q4_0-r8"], {4098, 4099}),
+                          (["--type", "q8_0-r8"], {4099}), (["--type", "f16", "--sparsity-pattern", "2:4"], None),
+                          (["--type", "q4_0"], {}), (["--type", "q8_0"], {})):
+        out = os.path.join(ctx.workdir, "small-" + "-".join(f.strip("-").replace(":", "of") for f in flags) + ".gguf")
+        run([ctx.cpullm, "quantize", ctx.small, out] + flags)
+        types = {gtype for _, gtype, _ in GGUFFile(out).tensors.values()}
+        verdict = ggml_reader_verdict(out)
+        if custom == {}:
+            assert verdict == "accepted" and types <= set(GGML_BLOCKS), (flags, verdict, types)
+            continue
+        assert verdict.startswith("refused: tensor '"), (flags, verdict)
+        mine = types - set(GGML_BLOCKS)
+        assert mine == custom if custom else mine and all(t >> 24 == 0x53 for t in mine), (flags, types)
+        name, gtype = next((n, t) for n, (_, t, _) in GGUFFile(out).tensors.items() if t in mine)
+        try:
+            GGUFFile(out).tensor(name)
+            raise AssertionError(f"{flags}: the independent reader decoded {name}")
+        except NotImplementedError as e:
+            assert f"tensor {name}: ggml type {gtype} not supported" in str(e), e
 
 
 @check
