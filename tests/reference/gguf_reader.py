@@ -16,9 +16,47 @@ _SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i",
            6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _STRING, _ARRAY = 8, 9
 
-# ggml tensor types this reader can decode
-GGML_F32, GGML_F16, GGML_BF16 = 0, 1, 30
-_TYPE_SIZE = {GGML_F32: 4, GGML_F16: 2, GGML_BF16: 2}
+# Tensor types this reader can decode: ggml's float types, ggml's Q8_0 and Q4_0 (blocks of 32
+# values: an FP16 scale d, then 32 int8 q with x = d*q, or 16 bytes whose low nibbles are values
+# 0-15 and high nibbles 16-31 with x = d*(nibble - 8)), and cpullm's per-channel INT8 (each row
+# an FP32 scale d, then one int8 q per value, x = d*q; docs/kernels.md).
+GGML_F32, GGML_F16, GGML_Q4_0, GGML_Q8_0, GGML_BF16 = 0, 1, 2, 8, 30
+CPULLM_INT8_CHANNEL = 4097
+DECODED_TYPES = (GGML_F32, GGML_F16, GGML_Q4_0, GGML_Q8_0, GGML_BF16, CPULLM_INT8_CHANNEL)
+
+
+def _row_bytes(gtype, n):
+    """Bytes of one row of n values."""
+    if gtype in (GGML_Q4_0, GGML_Q8_0):
+        if n % 32:
+            raise ValueError(f"a row of {n} values is not whole blocks of 32")
+        return n // 32 * (18 if gtype == GGML_Q4_0 else 34)
+    if gtype == CPULLM_INT8_CHANNEL:
+        return 4 + n
+    return n * (4 if gtype == GGML_F32 else 2)
+
+
+def _decode_rows(raw, gtype, n):
+    """float64 [rows, n] from the rows' bytes."""
+    if gtype == GGML_F32:
+        return np.frombuffer(raw, dtype="<f4").astype(np.float64).reshape(-1, n)
+    if gtype == GGML_F16:
+        return np.frombuffer(raw, dtype="<f2").astype(np.float64).reshape(-1, n)
+    if gtype == GGML_BF16:  # the upper 16 bits of an IEEE float32
+        return (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32).astype(np.float64).reshape(-1, n)
+    if gtype == CPULLM_INT8_CHANNEL:
+        rows = np.frombuffer(raw, dtype=np.uint8).reshape(-1, 4 + n)
+        scale = rows[:, :4].copy().view("<f4").astype(np.float64)          # [rows, 1]
+        return scale * rows[:, 4:].copy().view(np.int8).astype(np.float64)
+    block_bytes = 18 if gtype == GGML_Q4_0 else 34
+    blocks = np.frombuffer(raw, dtype=np.uint8).reshape(-1, block_bytes)
+    d = blocks[:, :2].copy().view("<f2").astype(np.float64)                 # [blocks, 1]
+    if gtype == GGML_Q8_0:
+        q = blocks[:, 2:].copy().view(np.int8).astype(np.float64)
+    else:
+        nibbles = blocks[:, 2:]
+        q = np.concatenate([nibbles & 0x0F, nibbles >> 4], axis=1).astype(np.float64) - 8
+    return (d * q).reshape(-1, n)
 
 
 class _Cursor:
@@ -101,20 +139,19 @@ class GGUFFile:
         one row per output feature.
         """
         ne, gtype, start = self.tensors[name]
-        if gtype not in _TYPE_SIZE:
-            raise NotImplementedError(
-                f"tensor {name}: ggml type {gtype} not supported (only F32=0, F16=1, BF16=30)")
-        n = int(np.prod(ne, dtype=np.int64)) if ne else 1
-        raw = self.buf[start:start + n * _TYPE_SIZE[gtype]]
-        if len(raw) != n * _TYPE_SIZE[gtype]:
+        if gtype not in DECODED_TYPES:
+            raise NotImplementedError(f"tensor {name}: ggml type {gtype} not supported (only {DECODED_TYPES})")
+        n = int(ne[0]) if ne else 1
+        rows = int(np.prod(ne[1:], dtype=np.int64)) if len(ne) > 1 else 1
+        size = rows * _row_bytes(gtype, n)
+        raw = self.buf[start:start + size]
+        if len(raw) != size:
             raise ValueError(f"tensor {name}: data runs past end of file")
-        if gtype == GGML_F32:
-            a = np.frombuffer(raw, dtype="<f4")
-        elif gtype == GGML_F16:
-            a = np.frombuffer(raw, dtype="<f2")
-        else:  # BF16: the upper 16 bits of an IEEE float32
-            a = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
-        return a.astype(np.float64).reshape(tuple(reversed(ne)))
+        return _decode_rows(raw, gtype, n).reshape(tuple(reversed(ne)))
+
+    def tensor_type(self, name):
+        """The type number tensor `name` is stored in."""
+        return self.tensors[name][1]
 
 
 def read_gguf(path):

@@ -2,10 +2,37 @@
 
 Reads a GGUF file with llama.cpp tensor names and computes the logits of a whole token
 sequence at once with a causal mask. Written from the model's math, not from the C++ engine.
+Matrices in an integer format (Q8_0, Q4_0, per-channel INT8) meet their input as llama.cpp's
+integer dot products do: quantized to Q8_0 blocks first (quantize_q8_0 below).
 """
 import numpy as np
 
-from gguf_reader import GGUFFile
+from gguf_reader import CPULLM_INT8_CHANNEL, GGML_Q4_0, GGML_Q8_0, GGUFFile
+
+INTEGER_TYPES = (GGML_Q4_0, GGML_Q8_0, CPULLM_INT8_CHANNEL)
+
+
+def quantize_q8_0(x):
+    """x [T, n] as llama.cpp's quantize_row_q8_0 leaves it, dequantized: per block of 32 values in
+    float32, d = amax / 127, q = roundf(x * (1 / d)) (halves away from zero), d stored as FP16."""
+    blocks = x.astype(np.float32).reshape(x.shape[0], -1, 32)                   # [T, n/32, 32]
+    d = np.abs(blocks).max(axis=-1, keepdims=True) / np.float32(127)            # float32
+    inverse = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    v = (blocks * inverse).astype(np.float64)
+    q = np.sign(v) * np.floor(np.abs(v) + 0.5)
+    return (d.astype(np.float16).astype(np.float64) * q).reshape(x.shape)
+
+
+class Linear:
+    """A weight matrix [out, in] in float64 and whether its input is quantized to Q8_0 first."""
+
+    def __init__(self, g, name):
+        self.w = g.tensor(name)
+        self.quantized_input = g.tensor_type(name) in INTEGER_TYPES
+
+    def __call__(self, x):
+        """x [T, in] -> [T, out]."""
+        return (quantize_q8_0(x) if self.quantized_input else x) @ self.w.T
 
 
 class LlamaModel:
@@ -38,20 +65,20 @@ class LlamaModel:
         self.layers = []
         for i in range(self.n_layers):
             p = f"blk.{i}."
-            self.layers.append({k: t(p + k + ".weight") for k in (
-                "attn_norm",    # [dim]
+            layer = {k: t(p + k + ".weight") for k in ("attn_norm", "ffn_norm")}  # [dim] each
+            layer.update({k: Linear(g, p + k + ".weight") for k in (
                 "attn_q",       # [n_heads*head_dim, dim]
                 "attn_k",       # [n_kv_heads*head_dim, dim]
                 "attn_v",       # [n_kv_heads*head_dim, dim]
                 "attn_output",  # [dim, n_heads*head_dim]
-                "ffn_norm",     # [dim]
                 "ffn_gate",     # [ffn, dim]
                 "ffn_up",       # [ffn, dim]
                 "ffn_down",     # [dim, ffn]
             )})
+            self.layers.append(layer)
         self.output_norm = t("output_norm.weight")                  # [dim]
         # output projection [vocab, dim]; tied to the embedding when absent
-        self.output = t("output.weight") if g.has("output.weight") else self.tok_embd
+        self.output = Linear(g, "output.weight" if g.has("output.weight") else "token_embd.weight")
 
 
 def rms_norm(x, w, eps):
@@ -90,9 +117,9 @@ def forward(m, token_ids):
     x = m.tok_embd[ids]                                               # [T, dim]
     for L in m.layers:
         h = rms_norm(x, L["attn_norm"], m.eps)                        # [T, dim]
-        q = (h @ L["attn_q"].T).reshape(T, H, hd)                     # [T, H, hd]
-        k = (h @ L["attn_k"].T).reshape(T, KV, hd)                    # [T, KV, hd]
-        v = (h @ L["attn_v"].T).reshape(T, KV, hd)                    # [T, KV, hd]
+        q = L["attn_q"](h).reshape(T, H, hd)                          # [T, H, hd]
+        k = L["attn_k"](h).reshape(T, KV, hd)                         # [T, KV, hd]
+        v = L["attn_v"](h).reshape(T, KV, hd)                         # [T, KV, hd]
         q, k = rope_normal(q, m.theta), rope_normal(k, m.theta)
         k = np.repeat(k, group, axis=1)                               # [T, H, hd]: head h -> kv h//group
         v = np.repeat(v, group, axis=1)
@@ -100,12 +127,12 @@ def forward(m, token_ids):
         s = np.exp(s - s.max(axis=-1, keepdims=True))
         p = s / s.sum(axis=-1, keepdims=True)                         # softmax over keys
         o = np.einsum("hts,shd->thd", p, v).reshape(T, H * hd)        # [T, H*hd]
-        x = x + o @ L["attn_output"].T                                # [T, dim]
+        x = x + L["attn_output"](o)                                   # [T, dim]
         h = rms_norm(x, L["ffn_norm"], m.eps)
-        f = silu(h @ L["ffn_gate"].T) * (h @ L["ffn_up"].T)           # [T, ffn]
-        x = x + f @ L["ffn_down"].T                                   # [T, dim]
+        f = silu(L["ffn_gate"](h)) * L["ffn_up"](h)                   # [T, ffn]
+        x = x + L["ffn_down"](f)                                      # [T, dim]
     x = rms_norm(x, m.output_norm, m.eps)
-    return x @ m.output.T                                             # [T, vocab]
+    return m.output(x)                                                # [T, vocab]
 
 
 def logits_for_tokens(gguf_path, token_ids):
