@@ -157,7 +157,7 @@ const DecodeSet& decode_set(GgmlType type, int64_t dim, int64_t ffn, int64_t kv_
     set.layer_bytes += (matrix_bytes + 63) / 64 * 64;
     layer.resize(set.layer_bytes);
     for (int64_t done = 0; done < matrix_bytes; done += static_cast<int64_t>(pool.storage.size()))
-      std::copy_n(pool.storage.begin(), std::min<int64_t>(pool.storage.size(), matrix_bytes - done),
+      std::copy_n(pool.storage.data(), std::min<int64_t>(pool.storage.size(), matrix_bytes - done),
                   layer.begin() + set.offsets[m] + done);
   }
   set.layers = std::max<int64_t>(1, ((set_mib << 20) + set.layer_bytes - 1) / set.layer_bytes);

@@ -17,12 +17,13 @@
 
 #include "engine/kernels/matvec.hpp"
 #include "engine/kernels/row_convert.hpp"
+#include "engine/util/anonymous_memory.hpp"
 #include "engine/util/mapped_file.hpp"
 
 namespace cpullm::bench {
 
 struct Weights {
-  std::vector<std::byte> storage;  // (rows, row bytes)
+  AnonymousMemory storage;  // (rows, row bytes), in 2 MiB pages where granted, as the engine maps its models
   WeightMatrix matrix;
 };
 
@@ -32,7 +33,8 @@ inline Weights random_weights(GgmlType type, int64_t rows, int64_t cols) {
   std::vector<float> values(rows * cols);
   for (float& v : values) v = dist(rng);
   Weights w;
-  w.storage.resize(rows * row_bytes(type, cols));
+  w.storage = AnonymousMemory(static_cast<std::size_t>(rows * row_bytes(type, cols)), "benchmark weights");
+  w.storage.advise_huge_pages();
   encode_rows(type, values.data(), rows, w.storage.data(), cols);
   w.matrix = {w.storage.data(), type, rows, cols};
   return w;
