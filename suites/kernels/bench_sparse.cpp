@@ -18,6 +18,7 @@
 #include "engine/kernels/row_convert.hpp"
 #include "engine/kernels/sparse.hpp"
 #include "engine/quant/sparsify.hpp"
+#include "engine/util/anonymous_memory.hpp"
 
 namespace {
 
@@ -27,7 +28,7 @@ using cpullm::Isa;
 // A random matrix (normal values, so magnitudes vary as trained weights do), pruned and packed
 // in `type`, or packed dense when `type` is F32/F16/BF16.
 struct Matrix {
-  std::vector<std::byte> storage;
+  cpullm::AnonymousMemory storage;  // (rows, row bytes), in 2 MiB pages where granted, as the engine maps its models
   cpullm::WeightMatrix w;
 };
 
@@ -48,7 +49,8 @@ Matrix make_matrix(GgmlType type, int64_t rows, int64_t cols) {
   const std::vector<float>& dense = source_values(rows, cols);
   Matrix m;
   const int64_t stride = cpullm::row_bytes(type, cols);
-  m.storage.resize(rows * stride);
+  m.storage = cpullm::AnonymousMemory(static_cast<std::size_t>(rows * stride), "benchmark weights");
+  m.storage.advise_huge_pages();
   if (cpullm::is_sparse(type)) {
     const int64_t group = cpullm::ggml_type_traits(static_cast<uint32_t>(type))->row_group;
 #pragma omp parallel for
