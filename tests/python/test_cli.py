@@ -11,6 +11,7 @@ Usage: test_cli.py --cpullm BIN --shared DIR --workdir DIR
 """
 import argparse
 import json
+import math
 import os
 import re
 import subprocess
@@ -19,7 +20,7 @@ import sys
 from cli_checks import check, expect_error, run, run_checks
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
-from gguf_reader import DECODED_TYPES, GGUFFile  # noqa: E402  (the independent reader, written from the GGUF spec)
+from gguf_reader import DECODED_TYPES, GGML_TYPES, GGUFFile, row_bytes  # noqa: E402  (the independent reader, written from the GGUF spec)
 
 
 def known_good_story(shared):
@@ -260,25 +261,18 @@ def quantize_r8_is_the_plain_format_interleaved(ctx):
             assert text.startswith("Once upon a time"), text
 
 
-# ggml's types as llama.cpp's gguf.cpp knows them (ggml.h, 2025: MXFP4 = 39 is the last), with
-# the elements and bytes of a block for the ones cpullm writes.
+# ggml's type count as llama.cpp's gguf.cpp knows it (ggml.h, 2025: MXFP4 = 39 is the last).
 GGML_TYPE_COUNT = 40
-GGML_BLOCKS = {0: (1, 4), 1: (1, 2), 2: (32, 18), 8: (32, 34), 30: (1, 2)}
 
 
-def ggml_reader_verdict(path):
-    """What a ggml-based reader does with the file's tensor infos: llama.cpp's gguf_init refuses a
-    tensor whose type is outside [0, GGML_TYPE_COUNT) ("has invalid ggml type") before reading
+def ggml_reader_verdict(g):
+    """What a ggml-based reader does with a GGUFFile's tensor infos: llama.cpp's gguf_init refuses
+    a tensor whose type is outside [0, GGML_TYPE_COUNT) ("has invalid ggml type") before reading
     any data; a type inside must have ggml's layout, so its size must be ggml's."""
-    g = GGUFFile(path)
     for name, (ne, gtype, start) in g.tensors.items():
         if not 0 <= gtype < GGML_TYPE_COUNT:
             return f"refused: tensor '{name}' has invalid ggml type {gtype}"
-        elements, block_bytes = GGML_BLOCKS[gtype]
-        count = 1
-        for n in ne:
-            count *= n
-        assert ne[0] % elements == 0 and start + count // elements * block_bytes <= len(g.buf), (path, name, ne, gtype)
+        assert gtype in GGML_TYPES and start + math.prod(ne[1:]) * row_bytes(gtype, ne[0]) <= len(g.buf), (name, ne, gtype)
     return "accepted"
 
 
@@ -289,24 +283,24 @@ def cpullm_types_are_refused_by_ggml_readers(ctx):
     of misreading it (Q4_0_R8 has Q4_0's size: under Q4_0's number it would load as garbage), and
     the independent reader names the tensor and its type where it has no decoder for it (the
     interleaved and sparse layouts); files of ggml's types pass."""
-    # custom: cpullm's type numbers the file must hold (None: sparse ones), or {} for none
+    # custom: cpullm's type numbers the file must hold (None: sparse ones; empty: ggml's types only)
     for flags, custom in ((["--type", "int8-channel"], {4097}), (["--type", "q4_0-r8"], {4098, 4099}),
                           (["--type", "q8_0-r8"], {4099}), (["--type", "f16", "--sparsity-pattern", "2:4"], None),
-                          (["--type", "q4_0"], {}), (["--type", "q8_0"], {})):
+                          (["--type", "q4_0"], set()), (["--type", "q8_0"], set())):
         out = os.path.join(ctx.workdir, "small-" + "-".join(f.strip("-").replace(":", "of") for f in flags) + ".gguf")
         run([ctx.cpullm, "quantize", ctx.small, out] + flags)
-        types = {gtype for _, gtype, _ in GGUFFile(out).tensors.values()}
-        verdict = ggml_reader_verdict(out)
-        if custom == {}:
-            assert verdict == "accepted" and types <= set(GGML_BLOCKS), (flags, verdict, types)
+        g = GGUFFile(out)
+        mine = {gtype for _, gtype, _ in g.tensors.values()} - set(GGML_TYPES)
+        verdict = ggml_reader_verdict(g)
+        if custom == set():
+            assert verdict == "accepted" and not mine, (flags, verdict, mine)
             continue
         assert verdict.startswith("refused: tensor '"), (flags, verdict)
-        mine = types - set(GGML_BLOCKS)
-        assert mine == custom if custom else mine and all(t >> 24 == 0x53 for t in mine), (flags, types)
-        undecoded = [(n, t) for n, (_, t, _) in GGUFFile(out).tensors.items() if t in mine and t not in DECODED_TYPES]
+        assert mine == custom if custom else mine and all(t >> 24 == 0x53 for t in mine), (flags, mine)
+        undecoded = [(n, t) for n, (_, t, _) in g.tensors.items() if t in mine and t not in DECODED_TYPES]
         for name, gtype in undecoded[:1]:  # the interleaved and sparse layouts: the reader has no decoder
             try:
-                GGUFFile(out).tensor(name)
+                g.tensor(name)
                 raise AssertionError(f"{flags}: the independent reader decoded {name}")
             except NotImplementedError as e:
                 assert f"tensor {name}: ggml type {gtype} not supported" in str(e), e

@@ -79,7 +79,7 @@ def main():
         print(f"SKIP: {source} not found")
         return SKIPPED
     os.makedirs(args.workdir, exist_ok=True)
-    text = open(TEXT, encoding="utf-8").read().split("\n\n")[0]  # the first paragraph: ~90 tokens
+    text = open(TEXT, encoding="utf-8").read().split("\n\n")[0]  # the first story: 135 tokens
     text_path = os.path.join(args.workdir, "text.txt")
     with open(text_path, "w", encoding="utf-8") as f:
         f.write(text)

@@ -22,15 +22,19 @@ _STRING, _ARRAY = 8, 9
 # an FP32 scale d, then one int8 q per value, x = d*q; docs/kernels.md).
 GGML_F32, GGML_F16, GGML_Q4_0, GGML_Q8_0, GGML_BF16 = 0, 1, 2, 8, 30
 CPULLM_INT8_CHANNEL = 4097
-DECODED_TYPES = (GGML_F32, GGML_F16, GGML_Q4_0, GGML_Q8_0, GGML_BF16, CPULLM_INT8_CHANNEL)
 
 
-def _row_bytes(gtype, n):
+GGML_TYPES = (GGML_F32, GGML_F16, GGML_Q4_0, GGML_Q8_0, GGML_BF16)  # the ones of ggml's numbering
+DECODED_TYPES = GGML_TYPES + (CPULLM_INT8_CHANNEL,)
+_BLOCK_BYTES = {GGML_Q4_0: 18, GGML_Q8_0: 34}  # per block of 32 values
+
+
+def row_bytes(gtype, n):
     """Bytes of one row of n values."""
-    if gtype in (GGML_Q4_0, GGML_Q8_0):
+    if gtype in _BLOCK_BYTES:
         if n % 32:
             raise ValueError(f"a row of {n} values is not whole blocks of 32")
-        return n // 32 * (18 if gtype == GGML_Q4_0 else 34)
+        return n // 32 * _BLOCK_BYTES[gtype]
     if gtype == CPULLM_INT8_CHANNEL:
         return 4 + n
     return n * (4 if gtype == GGML_F32 else 2)
@@ -48,8 +52,7 @@ def _decode_rows(raw, gtype, n):
         rows = np.frombuffer(raw, dtype=np.uint8).reshape(-1, 4 + n)
         scale = rows[:, :4].copy().view("<f4").astype(np.float64)          # [rows, 1]
         return scale * rows[:, 4:].copy().view(np.int8).astype(np.float64)
-    block_bytes = 18 if gtype == GGML_Q4_0 else 34
-    blocks = np.frombuffer(raw, dtype=np.uint8).reshape(-1, block_bytes)
+    blocks = np.frombuffer(raw, dtype=np.uint8).reshape(-1, _BLOCK_BYTES[gtype])
     d = blocks[:, :2].copy().view("<f2").astype(np.float64)                 # [blocks, 1]
     if gtype == GGML_Q8_0:
         q = blocks[:, 2:].copy().view(np.int8).astype(np.float64)
@@ -143,7 +146,7 @@ class GGUFFile:
             raise NotImplementedError(f"tensor {name}: ggml type {gtype} not supported (only {DECODED_TYPES})")
         n = int(ne[0]) if ne else 1
         rows = int(np.prod(ne[1:], dtype=np.int64)) if len(ne) > 1 else 1
-        size = rows * _row_bytes(gtype, n)
+        size = rows * row_bytes(gtype, n)
         raw = self.buf[start:start + size]
         if len(raw) != size:
             raise ValueError(f"tensor {name}: data runs past end of file")
