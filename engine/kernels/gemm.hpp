@@ -11,9 +11,10 @@
 // micro-kernels in all, whatever the formats:
 //   float panels (F32, F16, BF16 weights): (depth, R) FP32; column k's R rows at panel[k * R].
 //   integer panels (Q8_0, Q4_0, INT8_CHANNEL): per block of 32 columns, 8 groups of 4 columns,
-//     each R rows x 4 int8 (row r's 4 weights at bytes (g * R + r) * 4 of the block), then the
+//     each R rows x 4 bytes (row r's 4 weights at bytes (g * R + r) * 4 of the block), then the
 //     R rows' FP32 scales. One int32 lane per row takes 4 products at once (vpdpbusd, or
-//     maddubs + madd).
+//     maddubs + madd). The bytes encode the weights as the micro-kernel multiplies them
+//     (PanelWeights).
 // Panels are packed per tile at run time and never stored: the weights stay as they are in the
 // mapping, shared by every process that maps the file (docs/kernels.md measures the cost).
 #pragma once
@@ -28,7 +29,8 @@ namespace cpullm {
 
 // One token's 32 activations, quantized to Q8_0 for the integer kernels, with what those
 // would otherwise recompute for every tile: the scale in FP32, and what weights stored as
-// w + 128 (weight_flip 0x80) add to the block's products, to start its sum from.
+// w + 128 (PanelWeights::Plus128) add to the block's products, to start its sum from
+// (weights stored as w + 8 add a sixteenth of it).
 struct ActivationBlock {
   float scale;             // the Q8_0 block's FP16 scale, in FP32
   int32_t offset_sum;      // -128 * (q[0] + ... + q[31])
@@ -61,16 +63,31 @@ struct IntegerTile {
   bool accumulate;            // as FloatTile
 };
 
+// How an integer panel stores each weight w, as the micro-kernel that reads it multiplies.
+enum class PanelWeights : uint8_t {
+  Signed,   // w, signed (maddubs with the sign trick; the scalar tile)
+  Plus128,  // w + 128, unsigned (vpdpbusd multiplies unsigned weights by signed activations)
+  Plus8,    // w + 8, 0..15: Q4_0's nibbles as stored (Q4_0 formats only). Small enough for
+            // maddubs to multiply unsigned and for int16 sums of a whole block
+};
+
+// A micro-kernel over integer panels, its register tile and the encoding it reads.
+struct IntegerTileKernel {
+  void (*run)(const IntegerTile& tile);
+  int rows, tokens;       // R x N
+  PanelWeights weights;   // how its panels are packed
+};
+
 // One ISA level's micro-kernels and their register tiles.
 struct GemmKernels {
   void (*float_tile)(const FloatTile& tile);
-  void (*integer_tile)(const IntegerTile& tile);
-  int float_rows, float_tokens;      // R x N of the float tile
-  int integer_rows, integer_tokens;  // R x N of the integer tile
-  uint8_t weight_flip;               // XORed into packed integer weights: 0x80 stores w + 128 as an
-                                     // unsigned byte, for kernels that multiply unsigned weights
-                                     // by signed activations (vpdpbusd); 0 keeps them signed
+  int float_rows, float_tokens;  // R x N of the float tile
+  IntegerTileKernel integer;     // Q8_0 and INT8 per channel (their weights fill a signed byte)
+  IntegerTileKernel q4_0;        // Q4_0 and CPULLM_Q4_0_R8: `integer` where the level gains nothing
+                                 // from the smaller range
 };
+// The integer micro-kernel that `type` goes through.
+const IntegerTileKernel& integer_tile_kernel(const GemmKernels& kernels, GgmlType type);
 
 const GemmKernels& scalar_gemm_kernels();
 const GemmKernels& avx2_gemm_kernels();
@@ -85,8 +102,8 @@ constexpr int64_t integer_panel_block_bytes(int rows) { return rows * (kQuantBlo
 // rows past w.rows are zeros.
 void pack_float_panel(const WeightMatrix& w, int64_t r0, int64_t k0, int64_t depth, int R, float* panel);
 // panel (blocks) = rows [r0, r0 + R) of an integer-format matrix over blocks [b0, b0 + blocks),
-// each weight byte XORed with `flip`; rows past w.rows are zero weights with a zero scale.
-void pack_integer_panel(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t blocks, int R, uint8_t flip,
+// each weight encoded as `encoding` says; rows past w.rows are zero weights with a zero scale.
+void pack_integer_panel(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t blocks, int R, PanelWeights encoding,
                         std::byte* panel);
 // out (cols / 32) = x (cols) quantized as Q8_0 (quantize_row_q8_0's rounding), with offset sums.
 void quantize_activations(const float* x, ActivationBlock* out, int64_t cols);

@@ -1,7 +1,8 @@
 // The GEMM micro-kernels for AVX2 + FMA, the Xeon E5 v4's instruction set. Sixteen ymm
 // registers: the float tile holds 16 rows x 6 tokens of accumulators (12), the column's two
-// weight vectors and one broadcast activation; the integer tile 8 rows x 4 tokens of int32 block
-// sums and FP32 totals (8), the weights, their absolute values and the maddubs temporaries.
+// weight vectors and one broadcast activation; the integer tile 8 rows x 4 tokens of block sums
+// (int32, int16 for Q4_0) and FP32 totals (8), the weights, their absolute values and the
+// maddubs temporaries.
 #include <immintrin.h>
 
 #include <cstring>
@@ -38,39 +39,51 @@ void float_tile_of(const FloatTile& t) {
   write_tile(&tile[0][0], kFloatRows, t.y, t.y_stride, t.rows, t.tokens, t.accumulate);
 }
 
-// 4 weights of each of 8 rows (signed) times the same 4 activations, summed into 8 int32
-// lanes. maddubs multiplies unsigned by signed bytes: |w| meets a carrying w's sign; pairs stay
-// within int16 (2 * 128 * 127, activations being at most 127 in magnitude).
-inline __m256i quad_products(__m256i abs_w, __m256i w, __m256i a) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(a, w)), _mm256_set1_epi16(1));
-}
-
-template <int N>
+// One micro-kernel for both panel encodings it reads. maddubs multiplies unsigned by signed
+// bytes, 4 weights of each of 8 rows by the same 4 activations into pairs of int16 products:
+// - Signed panels (Q8_0, INT8 per channel): |w| meets a carrying w's sign; a pair reaches
+//   2 * 128 * 127, so each is widened to int32 (madd with ones) and added at once.
+// - Plus8 panels (Q4_0): the nibbles w + 8 (0..15) are the unsigned operand as they are. A pair
+//   is at most 2 * 15 * 127 and the 8 groups' pairs of a lane, summed in int16, at most 30480:
+//   one madd per block widens them, and -8 * (the block's activation sum) makes the sum exact.
+//   Per group and token one maddubs and one add, where the signed path needs sign, maddubs,
+//   madd and add.
+template <int N, PanelWeights kWeights>
 void integer_tile_of(const IntegerTile& t) {
+  constexpr bool kNibbles = kWeights == PanelWeights::Plus8;
+  const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[N];
   #pragma GCC unroll 8
   for (int n = 0; n < N; ++n) acc[n] = _mm256_setzero_ps();
   const std::byte* block = t.panel;
   for (int64_t b = 0; b < t.blocks; ++b, block += integer_panel_block_bytes(kIntegerRows)) {
     const ActivationBlock* a[N];
-    __m256i sums[N];
+    __m256i sums[N];  // int16 pairs (Plus8) or int32 lanes (Signed)
     #pragma GCC unroll 8
     for (int n = 0; n < N; ++n) a[n] = t.a + n * t.a_stride + b, sums[n] = _mm256_setzero_si256();
     #pragma GCC unroll 8
     for (int g = 0; g < kQuantBlock / 4; ++g) {
       const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(block + g * 4 * kIntegerRows));
-      const __m256i abs_w = _mm256_abs_epi8(w);
+      const __m256i abs_w = kNibbles ? w : _mm256_abs_epi8(w);
       #pragma GCC unroll 8
       for (int n = 0; n < N; ++n) {
         int32_t quad;
         std::memcpy(&quad, a[n]->q + 4 * g, 4);
-        sums[n] = _mm256_add_epi32(sums[n], quad_products(abs_w, w, _mm256_set1_epi32(quad)));
+        const __m256i x = _mm256_set1_epi32(quad);
+        if constexpr (kNibbles)
+          sums[n] = _mm256_add_epi16(sums[n], _mm256_maddubs_epi16(w, x));
+        else
+          sums[n] = _mm256_add_epi32(sums[n], _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(x, w)), ones));
       }
     }
     const __m256 scales = _mm256_load_ps(reinterpret_cast<const float*>(block + kQuantBlock * kIntegerRows));
     #pragma GCC unroll 8
-    for (int n = 0; n < N; ++n)
-      acc[n] = _mm256_fmadd_ps(_mm256_mul_ps(scales, _mm256_set1_ps(a[n]->scale)), _mm256_cvtepi32_ps(sums[n]), acc[n]);
+    for (int n = 0; n < N; ++n) {
+      // offset_sum is -128 * the activation sum, a multiple of 16: the shift is exact.
+      const __m256i exact = kNibbles ? _mm256_add_epi32(_mm256_madd_epi16(sums[n], ones), _mm256_set1_epi32(a[n]->offset_sum >> 4))
+                                     : sums[n];
+      acc[n] = _mm256_fmadd_ps(_mm256_mul_ps(scales, _mm256_set1_ps(a[n]->scale)), _mm256_cvtepi32_ps(exact), acc[n]);
+    }
   }
   alignas(32) float tile[N][kIntegerRows];
   #pragma GCC unroll 8
@@ -81,14 +94,19 @@ void integer_tile_of(const IntegerTile& t) {
 void float_tile(const FloatTile& t) {
   with_token_count<kFloatTokens>(t.tokens, [&]<int N>() { float_tile_of<N>(t); });
 }
+template <PanelWeights kWeights>
 void integer_tile(const IntegerTile& t) {
-  with_token_count<kIntegerTokens>(t.tokens, [&]<int N>() { integer_tile_of<N>(t); });
+  with_token_count<kIntegerTokens>(t.tokens, [&]<int N>() { integer_tile_of<N, kWeights>(t); });
 }
 
 }  // namespace
 
 const GemmKernels& avx2_gemm_kernels() {
-  static const GemmKernels kernels{float_tile, integer_tile, kFloatRows, kFloatTokens, kIntegerRows, kIntegerTokens, 0};
+  static constexpr IntegerTileKernel kInteger{integer_tile<PanelWeights::Signed>, kIntegerRows, kIntegerTokens,
+                                              PanelWeights::Signed};
+  static constexpr IntegerTileKernel kQ4_0{integer_tile<PanelWeights::Plus8>, kIntegerRows, kIntegerTokens,
+                                           PanelWeights::Plus8};
+  static const GemmKernels kernels{float_tile, kFloatRows, kFloatTokens, kInteger, kQ4_0};
   return kernels;
 }
 

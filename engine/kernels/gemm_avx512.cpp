@@ -54,7 +54,7 @@ void float_tile_of(const FloatTile& t) {
 }
 
 // vpdpbusd multiplies unsigned by signed bytes: the panel holds w + 128 as unsigned bytes
-// (weight_flip 0x80), so each block's int32 sum starts at -128 * (the activations' sum), which
+// (PanelWeights::Plus128), so each block's int32 sum starts at -128 * (the activations' sum), which
 // cancels the offset exactly; it is broadcast from memory for each row group (a load, where a
 // register copy would take a vector ALU slot from vpdpbusd).
 template <int N>
@@ -110,8 +110,8 @@ void integer_tile(const IntegerTile& t) {
 }  // namespace
 
 const GemmKernels& avx512_gemm_kernels() {
-  static const GemmKernels kernels{float_tile,   integer_tile,   kFloatRows, kFloatTokens,
-                                   kIntegerRows, kIntegerTokens, 0x80};
+  static constexpr IntegerTileKernel kInteger{integer_tile, kIntegerRows, kIntegerTokens, PanelWeights::Plus128};
+  static const GemmKernels kernels{float_tile, kFloatRows, kFloatTokens, kInteger, kInteger};
   return kernels;
 }
 

@@ -36,14 +36,22 @@ namespace {
   }
 }
 
+// 32 signed weights as a panel stores them.
+__m256i encode(__m256i weights, PanelWeights encoding) {
+  switch (encoding) {
+    case PanelWeights::Plus128: return _mm256_xor_si256(weights, _mm256_set1_epi8(static_cast<char>(0x80)));
+    case PanelWeights::Plus8: return _mm256_add_epi8(weights, _mm256_set1_epi8(Q4_0Row::kZeroPoint));
+    default: return weights;
+  }
+}
+
 // Eight rows at a time: their blocks' 8 groups of 4 weights are transposed in registers, so
 // each group of the panel is written as one 32-byte store.
 template <typename Row>
-void pack_integer_rows(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t blocks, int R, uint8_t flip,
+void pack_integer_rows(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t blocks, int R, PanelWeights encoding,
                        std::byte* panel) {
   const int64_t stride = row_bytes(w);
   const int64_t block_bytes = integer_panel_block_bytes(R);
-  const __m256i flip_bytes = _mm256_set1_epi8(static_cast<char>(flip));
   for (int r8 = 0; r8 < R; r8 += 8) {
     Row rows[8];
     const int real = static_cast<int>(std::clamp<int64_t>(w.rows - (r0 + r8), 0, 8));  // rows 0..real-1 exist
@@ -51,7 +59,7 @@ void pack_integer_rows(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t bl
     for (int64_t b = 0; b < blocks; ++b) {
       std::byte* block = panel + b * block_bytes;
       __m256i v[8];
-      for (int i = 0; i < 8; ++i) v[i] = _mm256_xor_si256(i < real ? rows[i].weights(b0 + b) : _mm256_setzero_si256(), flip_bytes);
+      for (int i = 0; i < 8; ++i) v[i] = encode(i < real ? rows[i].weights(b0 + b) : _mm256_setzero_si256(), encoding);
       transpose_8x8_epi32(v);
       for (int g = 0; g < kQuantBlock / 4; ++g)
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(block + (g * R + r8) * 4), v[g]);
@@ -66,15 +74,15 @@ void pack_integer_rows(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t bl
 // (its low nibbles are group c, its high nibbles group 4 + c). Panels start on multiples of R and
 // the matrix has whole groups of 8 rows, so a panel's 8 rows are one group or all padding.
 template <typename Block>
-void pack_interleaved_rows(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t blocks, int R, uint8_t flip,
+void pack_interleaved_rows(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t blocks, int R, PanelWeights encoding,
                            std::byte* panel) {
   const int64_t group_stride = row_bytes(w) * kInterleavedRows;
   const int64_t block_bytes = integer_panel_block_bytes(R);
   const __m256i mask = _mm256_set1_epi8(0x0f), zero_point = _mm256_set1_epi8(Q4_0Row::kZeroPoint);
-  const __m256i flip_bytes = _mm256_set1_epi8(static_cast<char>(flip));
   const auto store = [&](std::byte* at, __m256i weights) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(at), _mm256_xor_si256(weights, flip_bytes));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(at), encode(weights, encoding));
   };
+  const __m256i zeros = encode(_mm256_setzero_si256(), encoding);
   for (int r8 = 0; r8 < R; r8 += kInterleavedRows) {
     const bool real = r0 + r8 < w.rows;
     const auto* group = reinterpret_cast<const Interleaved8<Block>*>(w.data + (r0 + r8) / kInterleavedRows * group_stride);
@@ -82,7 +90,7 @@ void pack_interleaved_rows(const WeightMatrix& w, int64_t r0, int64_t b0, int64_
       std::byte* block = panel + b * block_bytes;
       auto* scales = reinterpret_cast<float*>(block + kQuantBlock * R) + r8;
       if (!real) {
-        for (int g = 0; g < kQuantBlock / 4; ++g) std::memset(block + (g * R + r8) * 4, flip, 32);
+        for (int g = 0; g < kQuantBlock / 4; ++g) _mm256_storeu_si256(reinterpret_cast<__m256i*>(block + (g * R + r8) * 4), zeros);
         std::fill_n(scales, kInterleavedRows, 0.0f);
         continue;
       }
@@ -137,14 +145,24 @@ void pack_float_panel(const WeightMatrix& w, int64_t r0, int64_t k0, int64_t dep
   }
 }
 
-void pack_integer_panel(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t blocks, int R, uint8_t flip,
+namespace {
+bool stores_q4_0(GgmlType type) { return type == GgmlType::Q4_0 || type == GgmlType::CPULLM_Q4_0_R8; }
+}  // namespace
+
+const IntegerTileKernel& integer_tile_kernel(const GemmKernels& kernels, GgmlType type) {
+  return stores_q4_0(type) ? kernels.q4_0 : kernels.integer;
+}
+
+void pack_integer_panel(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t blocks, int R, PanelWeights encoding,
                         std::byte* panel) {
+  if (encoding == PanelWeights::Plus8 && !stores_q4_0(w.type))
+    fail("matmul: {} weights do not fit a panel of w + 8", ggml_type_name(w.type));
   switch (w.type) {
-    case GgmlType::Q8_0: return pack_integer_rows<Q8_0Row>(w, r0, b0, blocks, R, flip, panel);
-    case GgmlType::Q4_0: return pack_integer_rows<Q4_0Row>(w, r0, b0, blocks, R, flip, panel);
-    case GgmlType::CPULLM_INT8_CHANNEL: return pack_integer_rows<Int8ChannelRow>(w, r0, b0, blocks, R, flip, panel);
-    case GgmlType::CPULLM_Q4_0_R8: return pack_interleaved_rows<BlockQ4_0>(w, r0, b0, blocks, R, flip, panel);
-    case GgmlType::CPULLM_Q8_0_R8: return pack_interleaved_rows<BlockQ8_0>(w, r0, b0, blocks, R, flip, panel);
+    case GgmlType::Q8_0: return pack_integer_rows<Q8_0Row>(w, r0, b0, blocks, R, encoding, panel);
+    case GgmlType::Q4_0: return pack_integer_rows<Q4_0Row>(w, r0, b0, blocks, R, encoding, panel);
+    case GgmlType::CPULLM_INT8_CHANNEL: return pack_integer_rows<Int8ChannelRow>(w, r0, b0, blocks, R, encoding, panel);
+    case GgmlType::CPULLM_Q4_0_R8: return pack_interleaved_rows<BlockQ4_0>(w, r0, b0, blocks, R, encoding, panel);
+    case GgmlType::CPULLM_Q8_0_R8: return pack_interleaved_rows<BlockQ8_0>(w, r0, b0, blocks, R, encoding, panel);
     default: fail("matmul: no integer panel for weight type {}", ggml_type_name(w.type));
   }
 }

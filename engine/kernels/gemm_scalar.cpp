@@ -38,7 +38,8 @@ void integer_tile(const IntegerTile& t) {
 }  // namespace
 
 const GemmKernels& scalar_gemm_kernels() {
-  static const GemmKernels kernels{float_tile, integer_tile, kRows, kTokens, kRows, kTokens, 0};
+  static constexpr IntegerTileKernel kInteger{integer_tile, kRows, kTokens, PanelWeights::Signed};
+  static const GemmKernels kernels{float_tile, kRows, kTokens, kInteger, kInteger};
   return kernels;
 }
 

@@ -121,16 +121,16 @@ void integer_gemm(const GemmKernels& k, float* y, int64_t y_stride, const Weight
     for (int64_t t = first; t < last; ++t) quantize_activations(x + t * x_stride, a + t * blocks, w.cols);
   });
 
-  const int R = k.integer_rows;
+  const IntegerTileKernel& tile = integer_tile_kernel(k, w.type);
+  const int R = tile.rows;
   blocked_gemm(
-      w.rows, blocks, tokens, R, k.integer_tokens, integer_panel_block_bytes(R), sizeof(ActivationBlock), caches,
-      [=](std::byte* panel, int64_t r0, int64_t b0, int64_t count) {
-        pack_integer_panel(w, r0, b0, count, R, k.weight_flip, panel);
+      w.rows, blocks, tokens, R, tile.tokens, integer_panel_block_bytes(R), sizeof(ActivationBlock), caches,
+      [=, &tile](std::byte* panel, int64_t r0, int64_t b0, int64_t count) {
+        pack_integer_panel(w, r0, b0, count, R, tile.weights, panel);
       },
-      [=](const std::byte* panel, int64_t r0, int64_t t0, int64_t b0, int64_t count, int64_t rows, int64_t n,
-          bool accumulate) {
-        k.integer_tile({panel, a + t0 * blocks + b0, blocks, y + t0 * y_stride + r0, y_stride, count, rows, n,
-                        accumulate});
+      [=, &tile](const std::byte* panel, int64_t r0, int64_t t0, int64_t b0, int64_t count, int64_t rows, int64_t n,
+                 bool accumulate) {
+        tile.run({panel, a + t0 * blocks + b0, blocks, y + t0 * y_stride + r0, y_stride, count, rows, n, accumulate});
       });
 }
 

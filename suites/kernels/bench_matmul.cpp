@@ -77,7 +77,8 @@ void BM_GemmPacking(benchmark::State& state) {
   Weights w = random_weights(type, rows, cols);
   const cpullm::GemmKernels& kernels = cpullm::gemm_kernels(isa);
   const bool integer = cpullm::uses_q8_0_activations(type);
-  const int R = integer ? kernels.integer_rows : kernels.float_rows;
+  const cpullm::IntegerTileKernel& tile = cpullm::integer_tile_kernel(kernels, type);
+  const int R = integer ? tile.rows : kernels.float_rows;
   const int64_t panel_bytes =
       integer ? cpullm::integer_panel_block_bytes(R) * (cols / cpullm::kQuantBlock) : R * cols * int64_t{sizeof(float)};
   std::vector<std::vector<std::byte>> panels(omp_get_max_threads(), std::vector<std::byte>(panel_bytes));
@@ -88,7 +89,7 @@ void BM_GemmPacking(benchmark::State& state) {
 #pragma omp for schedule(static)
       for (int64_t r0 = 0; r0 < rows; r0 += R) {
         if (integer)
-          cpullm::pack_integer_panel(w.matrix, r0, 0, cols / cpullm::kQuantBlock, R, kernels.weight_flip, panel.data());
+          cpullm::pack_integer_panel(w.matrix, r0, 0, cols / cpullm::kQuantBlock, R, tile.weights, panel.data());
         else
           cpullm::pack_float_panel(w.matrix, r0, 0, cols, R, reinterpret_cast<float*>(panel.data()));
         benchmark::DoNotOptimize(panel.data());

@@ -14,6 +14,7 @@
 #include "engine/model/model.hpp"
 #include "engine/quant/quantize_model.hpp"
 #include "engine/util/error.hpp"
+#include "engine/util/half.hpp"
 #include "engine/synthetic/synthetic_model.hpp"
 #include "tests/unit/test_support.hpp"
 
@@ -131,6 +132,45 @@ INSTANTIATE_TEST_SUITE_P(
                                          GgmlType::CPULLM_INT8_CHANNEL, GgmlType::CPULLM_Q4_0_R8,
                                          GgmlType::CPULLM_Q8_0_R8)),
     matmul_case_name);
+
+// The AVX2 tile for Q4_0 sums a block's nibble-activation products in int16 (gemm_avx2.cpp):
+// at most 16 x 15 x 127 = 30480 in a lane, reached by rows of nibbles 15 against activations
+// all +127 (or -127). Rows of nibbles 15, of 0, and of random 0s and 15s, in both Q4_0 layouts,
+// against tokens whose every block quantizes to +-127; a 1 KiB L1d makes matmul take the GEMM
+// even for 7 tokens. A version that summed more in int16 before widening overflows here.
+TEST(Matmul, Q4_0ExtremeNibblesAndActivationsMatchReference) {
+  std::mt19937 rng(8);
+  const int64_t rows = 16, blocks = 13, cols = blocks * kQuantBlock, tokens = 7;
+  std::vector<BlockQ4_0> plain(rows * blocks);
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    const int64_t row = static_cast<int64_t>(i) / blocks;
+    plain[i].scale = fp32_to_fp16(0.5f);
+    for (uint8_t& byte : plain[i].nibbles)
+      byte = row == 0   ? 0xff  // every weight +7
+             : row == 1 ? 0x00  // every weight -8
+                        : static_cast<uint8_t>((rng() % 2 ? 0x0f : 0x00) | (rng() % 2 ? 0xf0 : 0x00));
+  }
+  std::vector<BlockQ4_0x8> interleaved(rows / kInterleavedRows * blocks);
+  for (int64_t g = 0; g < rows / kInterleavedRows; ++g)
+    interleave_rows(&plain[g * kInterleavedRows * blocks], blocks, &interleaved[g * blocks]);
+  std::vector<float> x(tokens * cols);  // tokens +1, -1, then random signs: every block's amax is 1
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t c = 0; c < cols; ++c) x[t * cols + c] = t == 0 ? 1.0f : t == 1 ? -1.0f : (rng() % 2 ? 1.0f : -1.0f);
+  for (const WeightMatrix& w : {WeightMatrix{reinterpret_cast<const std::byte*>(plain.data()), GgmlType::Q4_0, rows, cols},
+                                WeightMatrix{reinterpret_cast<const std::byte*>(interleaved.data()),
+                                             GgmlType::CPULLM_Q4_0_R8, rows, cols}}) {
+    std::vector<float> reference(tokens * rows), fast(tokens * rows);
+    matmul_reference(reference.data(), rows, w, x.data(), cols, tokens);
+    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+      if (!cpu_supports(isa)) continue;
+      matmul(fast.data(), rows, w, x.data(), cols, tokens, isa, CacheSizes{1024, 1 << 20});
+      // Block sums are exact; the FP32 sum over blocks is within cols * 2^-24 * sum|w.a|, |w| <= 4, |a| = 1.
+      for (int64_t i = 0; i < tokens * rows; ++i)
+        ASSERT_NEAR(fast[i], reference[i], cols * 0x1.0p-24 * cols * 4)
+            << ggml_type_name(w.type) << " " << isa_name(isa) << " token " << i / rows << " row " << i % rows;
+    }
+  }
+}
 
 // n activations drawn uniformly from [-1, 1).
 std::vector<float> uniform_values(int64_t n, std::mt19937& rng) {
