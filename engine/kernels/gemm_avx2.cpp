@@ -61,7 +61,10 @@ void integer_tile_of(const IntegerTile& t) {
     __m256i sums[N];  // int16 pairs (Plus8) or int32 lanes (Signed)
     #pragma GCC unroll 8
     for (int n = 0; n < N; ++n) a[n] = t.a + n * t.a_stride + b, sums[n] = _mm256_setzero_si256();
-    #pragma GCC unroll 8
+    // Half the groups at a time: unrolled whole, GCC 12 rebalances each token's chain of adds into
+    // a tree, holds the 32 products at once and spills 43-48 of them to the stack per block (the
+    // GEMM 1.3x slower for Q4_0, 1.1x for Q8_0; docs/kernels.md, "Session 20").
+    #pragma GCC unroll 4
     for (int g = 0; g < kQuantBlock / 4; ++g) {
       const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(block + g * 4 * kIntegerRows));
       const __m256i abs_w = kNibbles ? w : _mm256_abs_epi8(w);
