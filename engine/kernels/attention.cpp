@@ -7,27 +7,28 @@
 #include <cstdio>
 #include <vector>
 
+#include "engine/kernels/gemm.hpp"
+#include "engine/kernels/isa.hpp"
 #include "engine/kernels/ops.hpp"
 #include "engine/kernels/parallel.hpp"
 #include "engine/kernels/row_convert.hpp"
+#include "engine/util/aligned_vector.hpp"
 #include "engine/util/error.hpp"
 
 namespace cpullm {
 namespace {
 
 // Both kernels work on tiles of cache rows widened to FP32 once per tile (not element by element
-// inside every dot product, which did not vectorise for F16 and BF16), in columns of kChunk
-// floats held in four `Lanes` (ops.hpp: 8 floats, an AVX2 register at the baseline) across each
-// inner loop. The tiled kernel stores its keys transposed, so a query's scores against kChunk
-// keys take four FMAs per element of head_dim: one broadcast of q[d] and contiguous loads. The
-// single query's scores (score_rows) use AVX2 directly, for its horizontal adds.
+// inside every dot product, which did not vectorise for F16 and BF16). The single query's
+// (decode's) works in columns of kChunk floats held in four `Lanes` (ops.hpp: 8 floats, an AVX2
+// register at the baseline) across each inner loop, its scores (score_rows) in AVX2 directly, for
+// the horizontal adds. The tiled kernel (prefill) packs its tiles for the GEMM's micro-kernel.
 constexpr int64_t kVectors = 4, kChunk = kLanes * kVectors;
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
 // out (width) += sum over k < n of coefficients[k] * rows[k, .]; rows (n, width), width a
-// multiple of kChunk. Both products of attention take this form: a query's scores are its
-// elements times the rows of the transposed keys, its output the probabilities times the value
-// rows. Even and odd k sum apart: eight chains of FMAs, not four, so none waits on the last's
+// multiple of kChunk: a query's output, its probabilities times the value rows. Even and odd k
+// sum apart: eight chains of FMAs, not four, so none waits on the last's
 // latency.
 void accumulate_rows(float* out, const float* coefficients, const float* rows, int64_t n, int64_t width) {
   for (int64_t c0 = 0; c0 < width; c0 += kChunk) {
@@ -131,6 +132,14 @@ void attention_one_query(float* out, const float* q, const void* keys, const voi
   });
 }
 
+// A tile of queries against a tile of keys is two small matrix products, so both run on the
+// GEMM's float micro-kernel of the active ISA level (gemm.hpp): the scores, (queries, keys) =
+// queries . keys^T over head_dim, with the keys packed as panels of R keys (column d's R keys
+// side by side, the panel layout); the output, (queries, head_dim) += probabilities . values
+// over the tile's keys, with the values packed as panels of R head columns. Each call computes
+// up to N queries (the tile's tokens) against one panel. Between the two, each query's online
+// softmax: scale, maximum, exponentials, its causal mask (probabilities of later keys set to
+// zero, so the second product ignores them) and the rescaling of what it had summed.
 void attention_tiles(float* out, const float* q, int64_t first_position, int64_t n_queries, const void* keys,
                      const void* values, GgmlType kv_type, const AttentionShape& shape, const AttentionTiles& tiles) {
   const int64_t dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
@@ -140,16 +149,17 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
   const auto* value_rows = static_cast<const std::byte*>(values);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t query_tiles = (n_queries + tiles.queries - 1) / tiles.queries;
-  const int64_t key_width = round_up(tiles.keys, kChunk), value_width = round_up(hd, kChunk);
-  for_each_share(shape.n_heads * query_tiles, [=](int64_t first_unit, int64_t last_unit) {
-    // Scores of the columns past a tile's keys are computed and dropped; the values' padding
-    // columns stay zero.
-    std::vector<float> keys_t(hd * key_width);                  // (head_dim, key tile) transposed
-    std::vector<float> value_tile(key_width * value_width, 0);  // (key tile, head_dim)
-    std::vector<float> key_row(hd), scaled_query(hd);
-    std::vector<float> scores(tiles.queries * key_width);       // (query tile, key tile)
+  const GemmKernels& gemm = gemm_kernels(active_isa());
+  const int64_t R = gemm.float_rows, N = gemm.float_tokens;
+  const int64_t key_width = round_up(tiles.keys, R), value_width = round_up(hd, R);
+  for_each_share(shape.n_heads * query_tiles, [=, &gemm](int64_t first_unit, int64_t last_unit) {
+    // Panel rows past a tile's keys or head_dim are computed and dropped (zero until first written).
+    AlignedVector<float> key_panels(hd * key_width, 0.0f);            // (key_width / R) panels of (hd, R)
+    AlignedVector<float> value_panels(value_width * tiles.keys, 0.0f);  // (value_width / R) panels of (tile keys, R)
+    std::vector<float> row(hd);                                       // one cache row's head, widened
+    std::vector<float> scores(tiles.queries * key_width);             // (query tile, key_width)
     std::vector<float> running_max(tiles.queries), running_sum(tiles.queries);
-    std::vector<float> acc(tiles.queries * value_width);        // (query tile, head_dim) unnormalised output
+    std::vector<float> acc(tiles.queries * value_width);              // (query tile, value_width) unnormalised output
     for (int64_t unit = first_unit; unit < last_unit; ++unit) {
       const int64_t h = unit / query_tiles, qt = unit % query_tiles;
       const int64_t q0 = qt * tiles.queries, nq = std::min(tiles.queries, n_queries - q0);
@@ -161,30 +171,38 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
       for (int64_t k0 = 0; k0 < last_key; k0 += tiles.keys) {
         const int64_t nk = std::min(tiles.keys, last_key - k0);
         for (int64_t j = 0; j < nk; ++j) {
-          decode_row(kv_type, key_rows + (k0 + j) * row_size + kv_offset, key_row.data(), hd);
-          for (int64_t d = 0; d < hd; ++d) keys_t[d * key_width + j] = key_row[d];
+          decode_row(kv_type, key_rows + (k0 + j) * row_size + kv_offset, row.data(), hd);
+          float* key_column = &key_panels[j / R * hd * R + j % R];
+          for (int64_t d = 0; d < hd; ++d) key_column[d * R] = row[d];
+          decode_row(kv_type, value_rows + (k0 + j) * row_size + kv_offset, row.data(), hd);
+          for (int64_t c = 0; c < hd; c += R)
+            std::copy_n(&row[c], std::min(R, hd - c), &value_panels[c * tiles.keys + j * R]);
         }
-        widen_rows(value_tile.data(), value_rows + k0 * row_size, kv_type, row_size, kv_offset, nk, hd, value_width);
-        for (int64_t i = 0; i < nq; ++i) {
+        // Queries before first_seeing see none of this tile's keys (causal).
+        const int64_t first_seeing = std::max<int64_t>(0, k0 - first_position - q0);
+        for (int64_t i0 = first_seeing; i0 < nq; i0 += N)
+          for (int64_t p = 0; p * R < nk; ++p)
+            gemm.float_tile({&key_panels[p * hd * R], q + (q0 + i0) * dim + h * hd, dim, &scores[i0 * key_width + p * R],
+                             key_width, hd, std::min(R, nk - p * R), std::min(N, nq - i0), false});
+        for (int64_t i = first_seeing; i < nq; ++i) {
           const int64_t visible = std::min(nk, first_position + q0 + i - k0 + 1);  // causal: later keys are masked
-          if (visible <= 0) continue;  // the whole tile lies after this query
           float* s = &scores[i * key_width];
-          for (int64_t d = 0; d < hd; ++d) scaled_query[d] = q[(q0 + i) * dim + h * hd + d] * scale;
-          std::fill_n(s, key_width, 0.0f);
-          accumulate_rows(s, scaled_query.data(), keys_t.data(), hd, key_width);
           float tile_max = -INFINITY;
-          for (int64_t j = 0; j < visible; ++j) tile_max = std::max(tile_max, s[j]);
+          for (int64_t j = 0; j < visible; ++j) tile_max = std::max(tile_max, s[j] *= scale);
           // Online softmax: rescale what was summed under the old maximum to the new one.
           const float new_max = std::max(running_max[i], tile_max);
           const float correction = std::exp(running_max[i] - new_max);
           for (int64_t j = 0; j < visible; ++j) s[j] -= new_max;
-          const float sum = exp_in_place(s, visible);
-          running_sum[i] = running_sum[i] * correction + sum;
+          running_sum[i] = running_sum[i] * correction + exp_in_place(s, visible);
           running_max[i] = new_max;
+          std::fill(s + visible, s + nk, 0.0f);
           float* acc_i = &acc[i * value_width];
           for (int64_t d = 0; d < hd; ++d) acc_i[d] *= correction;
-          accumulate_rows(acc_i, s, value_tile.data(), visible, value_width);
         }
+        for (int64_t i0 = first_seeing; i0 < nq; i0 += N)
+          for (int64_t c = 0; c < hd; c += R)
+            gemm.float_tile({&value_panels[c * tiles.keys], &scores[i0 * key_width], key_width, &acc[i0 * value_width + c],
+                             value_width, nk, std::min(R, hd - c), std::min(N, nq - i0), true});
       }
       for (int64_t i = 0; i < nq; ++i)
         for (int64_t d = 0; d < hd; ++d) out[(q0 + i) * dim + h * hd + d] = acc[i * value_width + d] / running_sum[i];

@@ -1,13 +1,15 @@
 // Tiled attention with an online softmax against plain attention, query by query, at the
 // issue's sequence lengths and at tile sizes from 1x1 to 128x128 (including sizes that do not
 // divide the sequence). Both sum in FP32 in different orders and the tiled one rescales its sums
-// as the maximum moves: outputs (weighted means of values in [-1, 1]) agree within 2e-5.
+// as the maximum moves: outputs (weighted means of values in [-1, 1]) agree within 2e-5. The
+// tiles run on the GEMM's float micro-kernel, so at every ISA level.
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
 
 #include "engine/kernels/attention.hpp"
+#include "engine/kernels/isa.hpp"
 #include "engine/kernels/row_convert.hpp"
 #include "engine/util/error.hpp"
 
@@ -51,16 +53,20 @@ TEST_P(TiledAttention, MatchesPlainAttention) {
   const std::vector<std::byte> key_cache = encode_cache(c.kv_type, keys, c.sequence, kv_dim);
   const std::vector<std::byte> value_cache = encode_cache(c.kv_type, values, c.sequence, kv_dim);
 
-  std::vector<float> tiled(c.queries * dim);
-  attention_tiled(tiled.data(), q.data(), first, c.queries, key_cache.data(), value_cache.data(), c.kv_type, shape,
-                  c.tiles);
-  std::vector<float> plain(dim), scores(shape.n_heads * c.sequence);
-  for (int64_t i = 0; i < c.queries; ++i) {
-    attention(plain.data(), q.data() + i * dim, key_cache.data(), value_cache.data(), c.kv_type, first + i + 1, shape,
+  std::vector<float> plain(c.queries * dim), scores(shape.n_heads * c.sequence);
+  for (int64_t i = 0; i < c.queries; ++i)
+    attention(&plain[i * dim], q.data() + i * dim, key_cache.data(), value_cache.data(), c.kv_type, first + i + 1, shape,
               scores.data());
-    for (int64_t d = 0; d < dim; ++d)
-      ASSERT_NEAR(tiled[i * dim + d], plain[d], 2e-5) << "query " << first + i << " element " << d;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {  // the tiles run on that level's GEMM micro-kernel
+    if (!cpu_supports(isa)) continue;
+    force_isa(isa);
+    std::vector<float> tiled(c.queries * dim);
+    attention_tiled(tiled.data(), q.data(), first, c.queries, key_cache.data(), value_cache.data(), c.kv_type, shape,
+                    c.tiles);
+    for (int64_t i = 0; i < c.queries * dim; ++i)
+      ASSERT_NEAR(tiled[i], plain[i], 2e-5) << isa_name(isa) << " query " << first + i / dim << " element " << i % dim;
   }
+  force_isa(best_isa());
 }
 
 std::vector<Case> cases() {
