@@ -22,6 +22,18 @@ namespace {
 constexpr int64_t kDefaultContextCap = 4096;
 constexpr int64_t kMaxContext = int64_t{1} << 24;
 
+// Element-wise work on every token's row (norms, RoPE, SwiGLU, residual adds, embedding rows)
+// runs over the threads from this many tokens on (a prompt chunk), on the calling thread below
+// (a decode step), where handing out a job, about a microsecond, would cost more than the rows.
+// Each row's arithmetic is the same either way. Serial, these took 5-8% of a 512-token prefill
+// at 2 threads (docs/kernels.md, "Session 20"), and their share grows with the thread count.
+constexpr int64_t kTokensToSplit = 8;
+template <typename Body>
+void for_token_rows(int64_t n, const Body& body) {
+  if (n >= kTokensToSplit) for_each_share(n, body);
+  else body(int64_t{0}, n);
+}
+
 // What the prefetch thread maps, inside the mapping: each layer's weight matrices, then, as a
 // last "layer" that the last layer's request(l + 1) asks for, the embedding table. Each
 // generated token reads one embedding row, nearly always one no token read before, and without
@@ -178,7 +190,18 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
   // Every token's input normalised into b.xb.
   auto normalise = [&](const float* weight, Region region) {
     ScopedRegion scope(region, rmsnorm_cost(dim, n));
-    for (int64_t t = 0; t < n; ++t) rmsnorm(&b.xb[t * dim], &b.x[t * dim], weight, dim, c.rms_eps);
+    float* out = b.xb.data();
+    const float* x = b.x.data();
+    const float eps = c.rms_eps;
+    for_token_rows(n, [=](int64_t first, int64_t last) {
+      for (int64_t t = first; t < last; ++t) rmsnorm(&out[t * dim], &x[t * dim], weight, dim, eps);
+    });
+  };
+  // x (n, width) += delta (n, width), a residual connection.
+  auto add_rows = [n](float* x, const float* delta, int64_t width) {
+    for_token_rows(n, [=](int64_t first, int64_t last) {
+      add_in_place(x + first * width, delta + first * width, (last - first) * width);
+    });
   };
   // Projections of b.xb into outputs of (n, their matrix's rows). Where matmul would stream rows
   // for n tokens, a single matvec_group: one fork/join, each token's row of b.xb quantized once
@@ -219,7 +242,11 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
 
   {
     ScopedRegion region(Region::embedding, embedding_cost(weights_.token_embedding, n));
-    for (int64_t t = 0; t < n; ++t) weight_row_to_float(&b.x[t * dim], weights_.token_embedding, chunk[t].token);
+    float* x = b.x.data();
+    const WeightMatrix* table = &weights_.token_embedding;
+    for_token_rows(n, [=](int64_t first, int64_t last) {
+      for (int64_t t = first; t < last; ++t) weight_row_to_float(&x[t * dim], *table, chunk[t].token);
+    });
   }
 
   for (int64_t l = 0; l < c.n_layers; ++l) {
@@ -234,11 +261,18 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
                        {Region::q_proj, Region::k_proj, Region::v_proj});
     {
       ScopedRegion region(Region::rope, rope_cost(dim + kv_dim, n));
-      for (int64_t t = 0; t < n; ++t) {
-        if (l == 0) rope_angles(&b.rope[t * c.head_dim], c.head_dim, chunk[t].position, c.rope_theta);  // for every layer
-        rope(&b.q[t * dim], c.n_heads, c.head_dim, &b.rope[t * c.head_dim]);
-        rope(&b.k[t * kv_dim], c.n_kv_heads, c.head_dim, &b.rope[t * c.head_dim]);
-      }
+      float *q = b.q.data(), *k = b.k.data(), *angles = b.rope.data();
+      const bool first_layer = l == 0;
+      const int64_t hd = c.head_dim, heads = c.n_heads, kv_heads = c.n_kv_heads;
+      const float theta = c.rope_theta;
+      for_token_rows(n, [=](int64_t first, int64_t last) {
+        for (int64_t t = first; t < last; ++t) {
+          float* angle = &angles[t * hd];
+          if (first_layer) rope_angles(angle, hd, chunk[t].position, theta);  // for every layer
+          rope(&q[t * dim], heads, hd, angle);
+          rope(&k[t * kv_dim], kv_heads, hd, angle);
+        }
+      });
     }
     for (const Run& run : runs) {
       ScopedRegion region(Region::attention, attention_cost(shape, run.first_position, run.count,
@@ -255,17 +289,22 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
         attention_tiled(out, q, run.first_position, run.count, keys, values, kv_type, shape, attention_tiles_);
     }
     project(b.xb2.data(), dim, w.wo, b.xb.data(), dim, n, Region::o_proj);
-    add_in_place(b.x.data(), b.xb2.data(), n * dim);
+    add_rows(b.x.data(), b.xb2.data(), dim);
 
     // Feed-forward: down(silu(gate(x)) * up(x)).
     normalise(w.ffn_norm, Region::ffn_norm);
     project_normalised({{b.hb.data(), &w.w_gate}, {b.hb2.data(), &w.w_up}}, {Region::ffn_gate, Region::ffn_up});
     {
       ScopedRegion region(Region::ffn_act, swiglu_cost(c.ffn_dim, n));
-      swiglu(b.hb.data(), b.hb2.data(), n * c.ffn_dim);
+      float* gate = b.hb.data();
+      const float* up = b.hb2.data();
+      const int64_t ffn = c.ffn_dim;
+      for_token_rows(n, [=](int64_t first, int64_t last) {
+        swiglu(gate + first * ffn, up + first * ffn, (last - first) * ffn);
+      });
     }
     project(b.xb.data(), dim, w.w_down, b.hb.data(), c.ffn_dim, n, Region::ffn_down);
-    add_in_place(b.x.data(), b.xb.data(), n * dim);
+    add_rows(b.x.data(), b.xb.data(), dim);
   }
 }
 
