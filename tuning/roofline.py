@@ -173,7 +173,8 @@ def profile_roofs(profile, sockets, cores_per_socket, strategy, bandwidth_effici
     peak = cores_per_socket * sockets * value("base_clock_ghz")
     fp = peak * value("fp32_flops_per_cycle_per_core") * compute_efficiency
     int8 = peak * value("int8_ops_per_cycle_per_core") * compute_efficiency
-    gemm = {"f32": fp, "f16": fp, "bf16": fp, "q8_0": int8, "q4_0": int8, "q8_0-r8": int8, "q4_0-r8": int8, "int8-channel": int8}
+    q4_0 = peak * value("q4_0_ops_per_cycle_per_core") * compute_efficiency
+    gemm = {"f32": fp, "f16": fp, "bf16": fp, "q8_0": int8, "q4_0": q4_0, "q8_0-r8": int8, "q4_0-r8": q4_0, "int8-channel": int8}
     link = value("socket_link_gbs_per_package")
     return Roofs(bandwidth_gbs=per_socket * s["nodes_serving"], gemm_gflops=gemm,
                  remote_fraction=s["remote"], link_gbs=link * s["links"] if link else math.inf,

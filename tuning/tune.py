@@ -116,7 +116,8 @@ def print_predictions(args, shape, profile, topology, model_bytes):
     print(f"PREDICTIONS (roofline model, not measurements) for {args.model}:")
     print("  inputs:")
     for field in ("memory_bandwidth_gbs_per_package", "memory_bandwidth_measured_gbs_per_package", "base_clock_ghz",
-                  "fp32_flops_per_cycle_per_core", "int8_ops_per_cycle_per_core", "socket_link_gbs_per_package",
+                  "fp32_flops_per_cycle_per_core", "int8_ops_per_cycle_per_core", "q4_0_ops_per_cycle_per_core",
+                  "socket_link_gbs_per_package",
                   "memory_gib_per_package"):
         f = profile[field]
         print(f"    {field} = {f['value']}  ({f['source']})")

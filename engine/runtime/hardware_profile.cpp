@@ -81,6 +81,7 @@ const std::vector<std::pair<const char*, Figure HardwareProfile::*>>& profile_fi
       {"turbo_clock_ghz", &P::turbo_clock_ghz},
       {"fp32_flops_per_cycle_per_core", &P::fp32_flops_per_cycle},
       {"int8_ops_per_cycle_per_core", &P::int8_ops_per_cycle},
+      {"q4_0_ops_per_cycle_per_core", &P::q4_0_ops_per_cycle},
       {"memory_channels_per_package", &P::memory_channels},
       {"memory_speed_mts", &P::memory_speed_mts},
       {"memory_bandwidth_gbs_per_package", &P::memory_bandwidth_gbs},
