@@ -78,7 +78,8 @@ def profile_roofs(profile):
     """(bytes/s, FLOP/s, layout) theoretical for a profile (tuning/roofline.py at full
     efficiency, weights sharded over the nodes); None where a figure is unknown (the host)."""
     values = {k: v["value"] for k, v in profile.items() if isinstance(v, dict) and "value" in v}
-    needed = ("memory_bandwidth_gbs_per_package", "base_clock_ghz", "fp32_flops_per_cycle_per_core", "int8_ops_per_cycle_per_core")
+    needed = ("memory_bandwidth_gbs_per_package", "base_clock_ghz", "fp32_flops_per_cycle_per_core", "int8_ops_per_cycle_per_core",
+              "q4_0_ops_per_cycle_per_core")
     if values.get("topology") == "detect" or any(values.get(k) is None for k in needed):
         return None
     sockets, cores = predict.profile_layout(profile)

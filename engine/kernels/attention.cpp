@@ -138,8 +138,10 @@ void attention_one_query(float* out, const float* q, const void* keys, const voi
 // side by side, the panel layout); the output, (queries, head_dim) += probabilities . values
 // over the tile's keys, with the values packed as panels of R head columns. Each call computes
 // up to N queries (the tile's tokens) against one panel. Between the two, each query's online
-// softmax: scale, maximum, exponentials, its causal mask (probabilities of later keys set to
-// zero, so the second product ignores them) and the rescaling of what it had summed.
+// softmax: scale, maximum, exponentials, its causal mask and the rescaling of what it had summed.
+// The mask sets the probabilities of later keys to zero; the second product runs over the keys
+// the group's last query sees, so a query meets the value rows of at most N - 1 later positions,
+// times zero (which would not hide an infinite or NaN value there).
 void attention_tiles(float* out, const float* q, int64_t first_position, int64_t n_queries, const void* keys,
                      const void* values, GgmlType kv_type, const AttentionShape& shape, const AttentionTiles& tiles) {
   const int64_t dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
@@ -199,10 +201,13 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
           float* acc_i = &acc[i * value_width];
           for (int64_t d = 0; d < hd; ++d) acc_i[d] *= correction;
         }
-        for (int64_t i0 = first_seeing; i0 < nq; i0 += N)
+        for (int64_t i0 = first_seeing; i0 < nq; i0 += N) {
+          const int64_t n = std::min(N, nq - i0);
+          const int64_t seen = std::min(nk, first_position + q0 + i0 + n - k0);  // keys the group's last query sees
           for (int64_t c = 0; c < hd; c += R)
             gemm.float_tile({&value_panels[c * tiles.keys], &scores[i0 * key_width], key_width, &acc[i0 * value_width + c],
-                             value_width, nk, std::min(R, hd - c), std::min(N, nq - i0), true});
+                             value_width, seen, std::min(R, hd - c), n, true});
+        }
       }
       for (int64_t i = 0; i < nq; ++i)
         for (int64_t d = 0; d < hd; ++d) out[(q0 + i) * dim + h * hd + d] = acc[i * value_width + d] / running_sum[i];

@@ -41,8 +41,9 @@ __m256i encode(__m256i weights, PanelWeights encoding) {
   switch (encoding) {
     case PanelWeights::Plus128: return _mm256_xor_si256(weights, _mm256_set1_epi8(static_cast<char>(0x80)));
     case PanelWeights::Plus8: return _mm256_add_epi8(weights, _mm256_set1_epi8(Q4_0Row::kZeroPoint));
-    default: return weights;
+    case PanelWeights::Signed: break;
   }
+  return weights;
 }
 
 // Eight rows at a time: their blocks' 8 groups of 4 weights are transposed in registers, so

@@ -46,7 +46,7 @@ struct HardwareProfile {
   Figure turbo_clock_ghz;   // maximum single-core turbo
   Figure fp32_flops_per_cycle;  // per core: the FP32 compute roof is cores x clock x this
   Figure int8_ops_per_cycle;    // per core: the int8 dot-product roof (Q8_0, INT8 weights)
-  Figure q4_0_ops_per_cycle;    // per core: the same for Q4_0, whose AVX2 tile needs one instruction less
+  Figure q4_0_ops_per_cycle;    // per core: the same for Q4_0, whose AVX2 tile skips sign and madd
   Figure memory_channels;   // per package
   Figure memory_speed_mts;  // DIMM transfer rate, MT/s
   Figure memory_bandwidth_gbs;  // per package, GB/s (10^9 bytes): theoretical

@@ -31,14 +31,25 @@ double fma_avx2(int64_t steps) {
   return 12.0 * 8 * 2 * static_cast<double>(steps);
 }
 
+// The products below depend on nothing the loop changes, so the compiler would compute them
+// once and time the adds alone (GCC 12 did, until session 20: the AVX2 int8 peaks then
+// read about 5% high here, and would have read 2-4x high on Broadwell, whose adds have two ports
+// where maddubs and madd share one). An empty asm that claims to change a and b before every
+// product keeps each product in the loop.
+inline void opaque(__m256i& a, __m256i& b) { asm volatile("" : "+x"(a), "+x"(b)); }
+
 // Twelve int8 chains as the AVX2 kernels compute them: maddubs (32 byte products into 16
 // int16 pairs), madd with ones (into 8 int32), add: 64 OP per chain per trip.
 double int8_avx2(int64_t steps) {
   __m256i acc[12];
   for (int k = 0; k < 12; ++k) acc[k] = _mm256_set1_epi32(k);
-  const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2), ones = _mm256_set1_epi16(1);
+  __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2);
+  const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t i = 0; i < steps; ++i)
-    for (int k = 0; k < 12; ++k) acc[k] = _mm256_add_epi32(acc[k], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+    for (int k = 0; k < 12; ++k) {
+      opaque(a, b);
+      acc[k] = _mm256_add_epi32(acc[k], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+    }
   for (int k = 1; k < 12; ++k) acc[0] = _mm256_add_epi32(acc[0], acc[k]);
   benchmark::DoNotOptimize(acc[0]);
   return 12.0 * 32 * 2 * static_cast<double>(steps);
@@ -50,9 +61,12 @@ double int8_avx2(int64_t steps) {
 double int8_nibbles_avx2(int64_t steps) {
   __m256i acc[12];
   for (int k = 0; k < 12; ++k) acc[k] = _mm256_set1_epi16(static_cast<int16_t>(k));
-  const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2);
+  __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2);
   for (int64_t i = 0; i < steps; ++i)
-    for (int k = 0; k < 12; ++k) acc[k] = _mm256_add_epi16(acc[k], _mm256_maddubs_epi16(a, b));
+    for (int k = 0; k < 12; ++k) {
+      opaque(a, b);
+      acc[k] = _mm256_add_epi16(acc[k], _mm256_maddubs_epi16(a, b));
+    }
   for (int k = 1; k < 12; ++k) acc[0] = _mm256_add_epi16(acc[0], acc[k]);
   benchmark::DoNotOptimize(acc[0]);
   return 12.0 * 32 * 2 * static_cast<double>(steps);

@@ -492,8 +492,11 @@ def numa_strategies_on_the_e5(ctx):
         roofs = roofline.profile_roofs(e5, 4, 10, strategy, 0.75, 0.4)
         tps, bound = roofline.predict_decode(shape, "f32", roofs, 1, 0)
         assert abs(tps - gbs) / gbs < 1e-3, (strategy, tps, gbs, bound)
-    # Compute roof: 40 cores x 2.6 GHz x 32 FLOP/cycle x 0.4.
-    assert abs(roofline.profile_roofs(e5, 4, 10, "shard", 0.75, 0.4).gemm_gflops["f32"] - 40 * 2.6 * 32 * 0.4) < 1e-9
+    # Compute roofs: 40 cores x 2.6 GHz x 0.4 x 32 FLOP/cycle (FP32), 32 ops/cycle (the signed int8 path
+    # of Q8_0: maddubs and madd share port 0) and 64 (Q4_0's nibbles skip the madd).
+    gemm = roofline.profile_roofs(e5, 4, 10, "shard", 0.75, 0.4).gemm_gflops
+    for fmt, per_cycle in {"f32": 32, "q8_0": 32, "int8-channel": 32, "q4_0": 64, "q4_0-r8": 64}.items():
+        assert abs(gemm[fmt] - 40 * 2.6 * per_cycle * 0.4) < 1e-9, (fmt, gemm[fmt])
 
 
 def main():

@@ -12,6 +12,7 @@
 #include "engine/kernels/isa.hpp"
 #include "engine/kernels/row_convert.hpp"
 #include "engine/util/error.hpp"
+#include "tests/unit/test_support.hpp"
 
 namespace cpullm {
 namespace {
@@ -57,6 +58,7 @@ TEST_P(TiledAttention, MatchesPlainAttention) {
   for (int64_t i = 0; i < c.queries; ++i)
     attention(&plain[i * dim], q.data() + i * dim, key_cache.data(), value_cache.data(), c.kv_type, first + i + 1, shape,
               scores.data());
+  const test::RestoreIsa restore;
   for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {  // the tiles run on that level's GEMM micro-kernel
     if (!cpu_supports(isa)) continue;
     force_isa(isa);
@@ -66,7 +68,6 @@ TEST_P(TiledAttention, MatchesPlainAttention) {
     for (int64_t i = 0; i < c.queries * dim; ++i)
       ASSERT_NEAR(tiled[i], plain[i], 2e-5) << isa_name(isa) << " query " << first + i / dim << " element " << i % dim;
   }
-  force_isa(best_isa());
 }
 
 std::vector<Case> cases() {

@@ -143,6 +143,7 @@ TEST(QuantizedModels, LlamaCppFilesAgreeWithTheFp32Model) {
   int8_channel.progress = false;
   quantize_model(*f32, dir.file("int8-channel.gguf"), int8_channel);
   struct Expectation { std::string path; double min_top1, max_mean_kl; };
+  const test::RestoreIsa restore;
   for (const Expectation& e : {Expectation{*q8, 0.95, 0.005}, Expectation{*q4, 0.75, 0.15},
                                Expectation{dir.file("int8-channel.gguf"), 0.9, 0.01}}) {
     std::vector<std::vector<float>> first_isa;
@@ -182,7 +183,6 @@ TEST(QuantizedModels, LlamaCppFilesAgreeWithTheFp32Model) {
       EXPECT_NEAR(agree / logits.size(), first_agree, 0.05) << e.path << " " << isa_name(isa);
     }
   }
-  force_isa(best_isa());
 }
 
 }  // namespace
