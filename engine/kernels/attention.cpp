@@ -142,55 +142,67 @@ void attention_one_query(float* out, const float* q, const void* keys, const voi
 // The mask sets the probabilities of later keys to zero; the second product runs over the keys
 // the group's last query sees, so a query meets the value rows of at most N - 1 later positions,
 // times zero (which would not hide an infinite or NaN value there).
+//
+// A thread's units are consecutive: the query tiles of one head, then the next head's. Each key
+// tile of a KV head is packed once, when a unit first reaches it, and kept for the head's later
+// query tiles and for the other query heads of its group: packed again for every query tile, the
+// keys and values took 45% of a 7B-width prompt's attention (docs/kernels.md).
 void attention_tiles(float* out, const float* q, int64_t first_position, int64_t n_queries, const void* keys,
                      const void* values, GgmlType kv_type, const AttentionShape& shape, const AttentionTiles& tiles) {
   const int64_t dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
   const int64_t group = shape.n_heads / shape.n_kv_heads, hd = shape.head_dim;
-  const int64_t row_size = row_bytes(kv_type, kv_dim), head_size = row_bytes(kv_type, hd);
-  const auto* key_rows = static_cast<const std::byte*>(keys);
+  const int64_t row_size = row_bytes(kv_type, kv_dim), element_size = row_bytes(kv_type, 1);
   const auto* value_rows = static_cast<const std::byte*>(values);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t query_tiles = (n_queries + tiles.queries - 1) / tiles.queries;
+  const int64_t key_tiles = (first_position + n_queries + tiles.keys - 1) / tiles.keys;
   const GemmKernels& gemm = gemm_kernels(active_isa());
   const int64_t R = gemm.float_rows, N = gemm.float_tokens;
   const int64_t key_width = round_up(tiles.keys, R), value_width = round_up(hd, R);
+  const int64_t key_tile_floats = hd * key_width, value_tile_floats = value_width * tiles.keys;
   for_each_share(shape.n_heads * query_tiles, [=, &gemm](int64_t first_unit, int64_t last_unit) {
     // Panel rows past a tile's keys or head_dim are computed and dropped (zero until first written).
-    AlignedVector<float> key_panels(hd * key_width, 0.0f);            // (key_width / R) panels of (hd, R)
-    AlignedVector<float> value_panels(value_width * tiles.keys, 0.0f);  // (value_width / R) panels of (tile keys, R)
-    std::vector<float> row(hd);                                       // one cache row's head, widened
-    std::vector<float> scores(tiles.queries * key_width);             // (query tile, key_width)
+    AlignedVector<float> key_panels(key_tiles * key_tile_floats, 0.0f);      // per key tile (key_width / R) panels of (hd, R)
+    AlignedVector<float> value_panels(key_tiles * value_tile_floats, 0.0f);  // per key tile (value_width / R) panels of (tile keys, R)
+    int64_t packed_kv_head = -1, packed_tiles = 0;                           // key tiles [0, packed_tiles) of packed_kv_head
+    std::vector<float> scores(tiles.queries * key_width);                    // (query tile, key_width)
     std::vector<float> running_max(tiles.queries), running_sum(tiles.queries);
-    std::vector<float> acc(tiles.queries * value_width);              // (query tile, value_width) unnormalised output
+    std::vector<float> acc(tiles.queries * value_width);                     // (query tile, value_width) unnormalised output
     for (int64_t unit = first_unit; unit < last_unit; ++unit) {
       const int64_t h = unit / query_tiles, qt = unit % query_tiles;
       const int64_t q0 = qt * tiles.queries, nq = std::min(tiles.queries, n_queries - q0);
-      const int64_t kv_offset = (h / group) * head_size;
+      const int64_t kv_head = h / group;
+      if (kv_head != packed_kv_head) packed_kv_head = kv_head, packed_tiles = 0;
       std::fill(running_max.begin(), running_max.end(), -INFINITY);
       std::fill(running_sum.begin(), running_sum.end(), 0.0f);
       std::fill(acc.begin(), acc.end(), 0.0f);
       const int64_t last_key = first_position + q0 + nq;  // keys [0, last_key) can be seen by this tile
       for (int64_t k0 = 0; k0 < last_key; k0 += tiles.keys) {
         const int64_t nk = std::min(tiles.keys, last_key - k0);
-        for (int64_t j = 0; j < nk; ++j) {
-          decode_row(kv_type, key_rows + (k0 + j) * row_size + kv_offset, row.data(), hd);
-          float* key_column = &key_panels[j / R * hd * R + j % R];
-          for (int64_t d = 0; d < hd; ++d) key_column[d * R] = row[d];
-          decode_row(kv_type, value_rows + (k0 + j) * row_size + kv_offset, row.data(), hd);
-          for (int64_t c = 0; c < hd; c += R)
-            std::copy_n(&row[c], std::min(R, hd - c), &value_panels[c * tiles.keys + j * R]);
+        float* tile_keys = &key_panels[k0 / tiles.keys * key_tile_floats];
+        float* tile_values = &value_panels[k0 / tiles.keys * value_tile_floats];
+        if (k0 / tiles.keys == packed_tiles) {  // the first unit of this KV head to reach the tile: pack it whole
+          const int64_t tile_end = std::min(k0 + tiles.keys, first_position + n_queries);
+          const WeightMatrix cached_keys{static_cast<const std::byte*>(keys), kv_type, tile_end, kv_dim};
+          for (int64_t p = 0; p * R < tile_end - k0; ++p)
+            pack_float_panel(cached_keys, k0 + p * R, kv_head * hd, hd, static_cast<int>(R), tile_keys + p * hd * R);
+          for (int64_t j = 0; j < tile_end - k0; ++j)
+            for (int64_t c = 0; c < hd; c += R)
+              decode_row(kv_type, value_rows + (k0 + j) * row_size + (kv_head * hd + c) * element_size,
+                         tile_values + c * tiles.keys + j * R, std::min(R, hd - c));
+          ++packed_tiles;
         }
         // Queries before first_seeing see none of this tile's keys (causal).
         const int64_t first_seeing = std::max<int64_t>(0, k0 - first_position - q0);
         for (int64_t i0 = first_seeing; i0 < nq; i0 += N)
           for (int64_t p = 0; p * R < nk; ++p)
-            gemm.float_tile({&key_panels[p * hd * R], q + (q0 + i0) * dim + h * hd, dim, &scores[i0 * key_width + p * R],
+            gemm.float_tile({tile_keys + p * hd * R, q + (q0 + i0) * dim + h * hd, dim, &scores[i0 * key_width + p * R],
                              key_width, hd, std::min(R, nk - p * R), std::min(N, nq - i0), false});
         for (int64_t i = first_seeing; i < nq; ++i) {
           const int64_t visible = std::min(nk, first_position + q0 + i - k0 + 1);  // causal: later keys are masked
           float* s = &scores[i * key_width];
-          float tile_max = -INFINITY;
-          for (int64_t j = 0; j < visible; ++j) tile_max = std::max(tile_max, s[j] *= scale);
+          for (int64_t j = 0; j < visible; ++j) s[j] *= scale;
+          const float tile_max = max_value(s, visible);  // vectorised: a scalar chain of maxima was a quarter of the softmax's time
           // Online softmax: rescale what was summed under the old maximum to the new one.
           const float new_max = std::max(running_max[i], tile_max);
           const float correction = std::exp(running_max[i] - new_max);
@@ -205,12 +217,14 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
           const int64_t n = std::min(N, nq - i0);
           const int64_t seen = std::min(nk, first_position + q0 + i0 + n - k0);  // keys the group's last query sees
           for (int64_t c = 0; c < hd; c += R)
-            gemm.float_tile({&value_panels[c * tiles.keys], &scores[i0 * key_width], key_width, &acc[i0 * value_width + c],
+            gemm.float_tile({tile_values + c * tiles.keys, &scores[i0 * key_width], key_width, &acc[i0 * value_width + c],
                              value_width, seen, std::min(R, hd - c), n, true});
         }
       }
-      for (int64_t i = 0; i < nq; ++i)
-        for (int64_t d = 0; d < hd; ++d) out[(q0 + i) * dim + h * hd + d] = acc[i * value_width + d] / running_sum[i];
+      for (int64_t i = 0; i < nq; ++i) {
+        const float inverse_sum = 1.0f / running_sum[i];
+        for (int64_t d = 0; d < hd; ++d) out[(q0 + i) * dim + h * hd + d] = acc[i * value_width + d] * inverse_sum;
+      }
     }
   });
 }

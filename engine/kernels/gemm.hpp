@@ -109,12 +109,22 @@ void pack_integer_panel(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t b
 void quantize_activations(const float* x, ActivationBlock* out, int64_t cols);
 
 // The end of every micro-kernel: tile (N, R) holds its outputs, of which the first `rows` of
-// each of the first `tokens` tokens are written to (or added to) y.
-inline void write_tile(const float* tile, int R, float* y, int64_t y_stride, int64_t rows, int64_t tokens,
-                       bool accumulate) {
-  for (int64_t t = 0; t < tokens; ++t)
-    for (int64_t r = 0; r < rows; ++r)
-      y[t * y_stride + r] = accumulate ? y[t * y_stride + r] + tile[t * R + r] : tile[t * R + r];
+// each of the first `tokens` tokens are written to (or added to) y. A full tile (all R rows: every
+// panel's but a matrix's last) moves R floats per token, a size the compiler knows: a few vector
+// moves, where a count known only at run time made GCC call memmove for every token (5% of a
+// 7B-width prefill at AVX-512, docs/kernels.md).
+template <int R>
+inline void write_tile(const float* tile, float* y, int64_t y_stride, int64_t rows, int64_t tokens, bool accumulate) {
+  const auto write_row = [accumulate](float* out, const float* in, int64_t count) {
+    if (accumulate)
+      for (int64_t r = 0; r < count; ++r) out[r] += in[r];
+    else
+      for (int64_t r = 0; r < count; ++r) out[r] = in[r];
+  };
+  for (int64_t t = 0; t < tokens; ++t) {
+    if (rows == R) write_row(y + t * y_stride, tile + t * R, R);
+    else write_row(y + t * y_stride, tile + t * R, rows);
+  }
 }
 
 // Calls f.template operator()<N>() with N = tokens, for 1 <= tokens <= kMax: the micro-kernel is

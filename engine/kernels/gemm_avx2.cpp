@@ -36,7 +36,7 @@ void float_tile_of(const FloatTile& t) {
   alignas(32) float tile[N][kFloatRows];
   #pragma GCC unroll 8
   for (int n = 0; n < N; ++n) _mm256_store_ps(tile[n], acc[0][n]), _mm256_store_ps(tile[n] + 8, acc[1][n]);
-  write_tile(&tile[0][0], kFloatRows, t.y, t.y_stride, t.rows, t.tokens, t.accumulate);
+  write_tile<kFloatRows>(&tile[0][0], t.y, t.y_stride, t.rows, t.tokens, t.accumulate);
 }
 
 // One micro-kernel for both panel encodings it reads. maddubs multiplies unsigned by signed
@@ -91,7 +91,7 @@ void integer_tile_of(const IntegerTile& t) {
   alignas(32) float tile[N][kIntegerRows];
   #pragma GCC unroll 8
   for (int n = 0; n < N; ++n) _mm256_store_ps(tile[n], acc[n]);
-  write_tile(&tile[0][0], kIntegerRows, t.y, t.y_stride, t.rows, t.tokens, t.accumulate);
+  write_tile<kIntegerRows>(&tile[0][0], t.y, t.y_stride, t.rows, t.tokens, t.accumulate);
 }
 
 void float_tile(const FloatTile& t) {

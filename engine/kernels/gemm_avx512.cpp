@@ -50,7 +50,7 @@ void float_tile_of(const FloatTile& t) {
   for (int n = 0; n < N; ++n)
     #pragma GCC unroll 8
     for (int v = 0; v < V; ++v) _mm512_store_ps(tile[n] + 16 * v, acc[v][n]);
-  write_tile(&tile[0][0], kFloatRows, t.y, t.y_stride, t.rows, t.tokens, t.accumulate);
+  write_tile<kFloatRows>(&tile[0][0], t.y, t.y_stride, t.rows, t.tokens, t.accumulate);
 }
 
 // vpdpbusd multiplies unsigned by signed bytes: the panel holds w + 128 as unsigned bytes
@@ -97,7 +97,7 @@ void integer_tile_of(const IntegerTile& t) {
   alignas(64) float tile[N][kIntegerRows];
   #pragma GCC unroll 8
   for (int n = 0; n < N; ++n) _mm512_store_ps(tile[n], acc[0][n]), _mm512_store_ps(tile[n] + 16, acc[1][n]);
-  write_tile(&tile[0][0], kIntegerRows, t.y, t.y_stride, t.rows, t.tokens, t.accumulate);
+  write_tile<kIntegerRows>(&tile[0][0], t.y, t.y_stride, t.rows, t.tokens, t.accumulate);
 }
 
 void float_tile(const FloatTile& t) {

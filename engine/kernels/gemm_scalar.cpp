@@ -14,7 +14,7 @@ void float_tile(const FloatTile& t) {
   for (int64_t k = 0; k < t.depth; ++k)
     for (int64_t n = 0; n < t.tokens; ++n)
       for (int r = 0; r < kRows; ++r) acc[n][r] += t.panel[k * kRows + r] * t.x[n * t.x_stride + k];
-  write_tile(&acc[0][0], kRows, t.y, t.y_stride, t.rows, t.tokens, t.accumulate);
+  write_tile<kRows>(&acc[0][0], t.y, t.y_stride, t.rows, t.tokens, t.accumulate);
 }
 
 void integer_tile(const IntegerTile& t) {
@@ -32,7 +32,7 @@ void integer_tile(const IntegerTile& t) {
       }
     }
   }
-  write_tile(&acc[0][0], kRows, t.y, t.y_stride, t.rows, t.tokens, t.accumulate);
+  write_tile<kRows>(&acc[0][0], t.y, t.y_stride, t.rows, t.tokens, t.accumulate);
 }
 
 }  // namespace
