@@ -102,14 +102,6 @@ template <int T>
 inline void q4_0_half_step(const BlockQ4_0* step, int s, const QuantizedActivations* const* a, int64_t b, __m256 (&acc)[T]) {
   const __m256i mask = _mm256_set1_epi8(0x0f);
   const auto first = [&](int j) { return step + 4 * j + 2 * s; };  // pair j's first block
-  __m256i low[4], high[4];
-#pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j) {
-    const __m256i nibbles = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(first(j)[1].nibbles),
-                                                reinterpret_cast<const __m128i*>(first(j)[0].nibbles));
-    low[j] = _mm256_and_si256(nibbles, mask);
-    high[j] = _mm256_and_si256(_mm256_srli_epi16(nibbles, 4), mask);
-  }
   // The eight FP16 weight scales in reduction order. A 32-byte load at pair j's first block holds
   // its scale in word 0 and the second block's in word 9 (the upper lane's word 1); two word and
   // one dword interleave gather them as words 0-3 (the pairs' first blocks) and 12-15 (their
@@ -118,23 +110,40 @@ inline void q4_0_half_step(const BlockQ4_0* step, int s, const QuantizedActivati
   const __m256i interleaved = _mm256_unpacklo_epi32(_mm256_unpacklo_epi16(head(0), head(1)),
                                                     _mm256_unpacklo_epi16(head(2), head(3)));
   const __m256 weight_scales = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(interleaved, 0b1100)));
+  // One token unpacks all four pairs at once. Two to four take pairs 0-1, then 2-3: with all
+  // four pairs' nibbles (8 registers) live across their products, GCC spilled 18-39 values a step.
+  constexpr int kPairsAtOnce = T == 1 ? 4 : 2;
+  __m256i paired[T][2];  // each token's pairs 0 and 1, and 2 and 3, paired up
+#pragma GCC unroll 2
+  for (int g = 0; g < 4; g += kPairsAtOnce) {
+    __m256i low[kPairsAtOnce], high[kPairsAtOnce];
 #pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) {
-    const int8_t* acts = a[t]->nibble_order + b * kQuantBlock + s * kQuantBlock;
-    __m256i products[4];
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      const int8_t* low_acts = acts + j * 4 * kQuantBlock;  // pair j's first halves; their second halves 64 bytes on
-      products[j] = _mm256_add_epi16(_mm256_maddubs_epi16(low[j], load32_i8(low_acts)),
-                                     _mm256_maddubs_epi16(high[j], load32_i8(low_acts + 2 * kQuantBlock)));
+    for (int k = 0; k < kPairsAtOnce; ++k) {
+      const __m256i nibbles = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(first(g + k)[1].nibbles),
+                                                  reinterpret_cast<const __m128i*>(first(g + k)[0].nibbles));
+      low[k] = _mm256_and_si256(nibbles, mask);
+      high[k] = _mm256_and_si256(_mm256_srli_epi16(nibbles, 4), mask);
     }
-    const __m256i reduced = _mm256_madd_epi16(
-        quad_up<_mm256_add_epi16>(pair_up<_mm256_add_epi16>(products[0], products[1]), pair_up<_mm256_add_epi16>(products[2], products[3])),
-        _mm256_set1_epi16(1));
-    const int64_t places = b + 8 * s;
-    const __m256i sums = _mm256_add_epi32(reduced, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t]->offsets + places)));
-    const __m256 scales = _mm256_mul_ps(weight_scales, _mm256_loadu_ps(a[t]->nibble_scales + places));
-    acc[t] = _mm256_fmadd_ps(scales, _mm256_cvtepi32_ps(sums), acc[t]);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const int8_t* acts = a[t]->nibble_order + b * kQuantBlock + s * kQuantBlock;
+      __m256i products[kPairsAtOnce];
+#pragma GCC unroll 4
+      for (int k = 0; k < kPairsAtOnce; ++k) {
+        const int8_t* low_acts = acts + (g + k) * 4 * kQuantBlock;  // the pair's first halves; their second halves 64 bytes on
+        products[k] = _mm256_add_epi16(_mm256_maddubs_epi16(low[k], load32_i8(low_acts)),
+                                       _mm256_maddubs_epi16(high[k], load32_i8(low_acts + 2 * kQuantBlock)));
+      }
+#pragma GCC unroll 2
+      for (int k = 0; k < kPairsAtOnce; k += 2)
+        paired[t][(g + k) / 2] = pair_up<_mm256_add_epi16>(products[k], products[k + 1]);
+      if (g + kPairsAtOnce < 4) continue;  // pairs 2 and 3 still to come
+      const __m256i reduced = _mm256_madd_epi16(quad_up<_mm256_add_epi16>(paired[t][0], paired[t][1]), _mm256_set1_epi16(1));
+      const int64_t places = b + 8 * s;
+      const __m256i sums = _mm256_add_epi32(reduced, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t]->offsets + places)));
+      const __m256 scales = _mm256_mul_ps(weight_scales, _mm256_loadu_ps(a[t]->nibble_scales + places));
+      acc[t] = _mm256_fmadd_ps(scales, _mm256_cvtepi32_ps(sums), acc[t]);
+    }
   }
 }
 
