@@ -146,7 +146,11 @@ void attention_one_query(float* out, const float* q, const void* keys, const voi
 // A thread's units are consecutive: the query tiles of one head, then the next head's. Each key
 // tile of a KV head is packed once, when a unit first reaches it, and kept for the head's later
 // query tiles and for the other query heads of its group: packed again for every query tile, the
-// keys and values took 45% of a 7B-width prompt's attention (docs/kernels.md).
+// keys and values took 45% of a 7B-width prompt's attention (docs/kernels.md). Kept only while a
+// thread's packed tiles fit kKeptPanelBytes: key tiles shorter than a panel are padded to it (1x1
+// tiles at AVX-512 to 64 keys), which over a long context would be hundreds of MiB a thread;
+// beyond it each unit packs every tile again into one slot, as before.
+constexpr int64_t kKeptPanelBytes = int64_t{16} << 20;
 void attention_tiles(float* out, const float* q, int64_t first_position, int64_t n_queries, const void* keys,
                      const void* values, GgmlType kv_type, const AttentionShape& shape, const AttentionTiles& tiles) {
   const int64_t dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
@@ -160,11 +164,13 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
   const int64_t R = gemm.float_rows, N = gemm.float_tokens;
   const int64_t key_width = round_up(tiles.keys, R), value_width = round_up(hd, R);
   const int64_t key_tile_floats = hd * key_width, value_tile_floats = value_width * tiles.keys;
+  const bool keep_tiles = key_tiles * (key_tile_floats + value_tile_floats) * int64_t{sizeof(float)} <= kKeptPanelBytes;
+  const int64_t slots = keep_tiles ? key_tiles : 1;
   for_each_share(shape.n_heads * query_tiles, [=, &gemm](int64_t first_unit, int64_t last_unit) {
     // Panel rows past a tile's keys or head_dim are computed and dropped (zero until first written).
-    AlignedVector<float> key_panels(key_tiles * key_tile_floats, 0.0f);      // per key tile (key_width / R) panels of (hd, R)
-    AlignedVector<float> value_panels(key_tiles * value_tile_floats, 0.0f);  // per key tile (value_width / R) panels of (tile keys, R)
-    int64_t packed_kv_head = -1, packed_tiles = 0;                           // key tiles [0, packed_tiles) of packed_kv_head
+    AlignedVector<float> key_panels(slots * key_tile_floats, 0.0f);      // per slot (key_width / R) panels of (hd, R)
+    AlignedVector<float> value_panels(slots * value_tile_floats, 0.0f);  // per slot (value_width / R) panels of (tile keys, R)
+    int64_t packed_kv_head = -1, packed_tiles = 0;                       // key tiles [0, packed_tiles) of packed_kv_head are kept
     std::vector<float> scores(tiles.queries * key_width);                    // (query tile, key_width)
     std::vector<float> running_max(tiles.queries), running_sum(tiles.queries);
     std::vector<float> acc(tiles.queries * value_width);                     // (query tile, value_width) unnormalised output
@@ -179,9 +185,10 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
       const int64_t last_key = first_position + q0 + nq;  // keys [0, last_key) can be seen by this tile
       for (int64_t k0 = 0; k0 < last_key; k0 += tiles.keys) {
         const int64_t nk = std::min(tiles.keys, last_key - k0);
-        float* tile_keys = &key_panels[k0 / tiles.keys * key_tile_floats];
-        float* tile_values = &value_panels[k0 / tiles.keys * value_tile_floats];
-        if (k0 / tiles.keys == packed_tiles) {  // the first unit of this KV head to reach the tile: pack it whole
+        const int64_t slot = keep_tiles ? k0 / tiles.keys : 0;
+        float* tile_keys = &key_panels[slot * key_tile_floats];
+        float* tile_values = &value_panels[slot * value_tile_floats];
+        if (!keep_tiles || k0 / tiles.keys == packed_tiles) {  // not packed yet: pack the whole tile
           const int64_t tile_end = std::min(k0 + tiles.keys, first_position + n_queries);
           const WeightMatrix cached_keys{static_cast<const std::byte*>(keys), kv_type, tile_end, kv_dim};
           for (int64_t p = 0; p * R < tile_end - k0; ++p)
