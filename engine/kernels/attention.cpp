@@ -145,12 +145,14 @@ void attention_one_query(float* out, const float* q, const void* keys, const voi
 //
 // A thread's units are consecutive: the query tiles of one head, then the next head's. Each key
 // tile of a KV head is packed once, when a unit first reaches it, and kept for the head's later
-// query tiles and for the other query heads of its group: packed again for every query tile, the
-// keys and values took 45% of a 7B-width prompt's attention (docs/kernels.md). Kept only while a
-// thread's packed tiles fit kKeptPanelBytes: key tiles shorter than a panel are padded to it (1x1
-// tiles at AVX-512 to 64 keys), which over a long context would be hundreds of MiB a thread;
-// beyond it each unit packs every tile again into one slot, as before.
-constexpr int64_t kKeptPanelBytes = int64_t{16} << 20;
+// query tiles and for the other query heads of its group (packing every tile again for every query
+// tile made the attention benchmark 1.3-1.6x slower; docs/kernels.md, "Session 21"). A thread keeps
+// the first tiles that fit kKeptPanelBytes and packs the later ones again for every unit, into one
+// spare slot: a key tile shorter than a panel is padded to the panel's height (1x1 tiles at
+// AVX-512 take 64 keys' room), and over a long context the tiles would take hundreds of MiB a
+// thread. Like the GEMM's panel buffers, this memory is outside the memory plan's scratch.
+constexpr int64_t kKeptPanelBytes = int64_t{8} << 20;
+
 void attention_tiles(float* out, const float* q, int64_t first_position, int64_t n_queries, const void* keys,
                      const void* values, GgmlType kv_type, const AttentionShape& shape, const AttentionTiles& tiles) {
   const int64_t dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
@@ -159,36 +161,44 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
   const auto* value_rows = static_cast<const std::byte*>(values);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t query_tiles = (n_queries + tiles.queries - 1) / tiles.queries;
-  const int64_t key_tiles = (first_position + n_queries + tiles.keys - 1) / tiles.keys;
   const GemmKernels& gemm = gemm_kernels(active_isa());
   const int64_t R = gemm.float_rows, N = gemm.float_tokens;
   const int64_t key_width = round_up(tiles.keys, R), value_width = round_up(hd, R);
   const int64_t key_tile_floats = hd * key_width, value_tile_floats = value_width * tiles.keys;
-  const bool keep_tiles = key_tiles * (key_tile_floats + value_tile_floats) * int64_t{sizeof(float)} <= kKeptPanelBytes;
-  const int64_t slots = keep_tiles ? key_tiles : 1;
+  const int64_t tile_bytes = (key_tile_floats + value_tile_floats) * int64_t{sizeof(float)};
   for_each_share(shape.n_heads * query_tiles, [=, &gemm](int64_t first_unit, int64_t last_unit) {
+    // The key tiles this thread's units reach: a range that ends a head reaches its last query tile.
+    const bool ends_a_head = first_unit / query_tiles != (last_unit - 1) / query_tiles;
+    const int64_t last_query_tile = ends_a_head ? query_tiles - 1 : (last_unit - 1) % query_tiles;
+    const int64_t last_key_reached = first_position + std::min(n_queries, (last_query_tile + 1) * tiles.queries);
+    const int64_t tiles_reached = (last_key_reached + tiles.keys - 1) / tiles.keys;
+    const int64_t slots = std::clamp<int64_t>(kKeptPanelBytes / tile_bytes, 1, tiles_reached);
+    const int64_t kept = slots == tiles_reached ? slots : slots - 1;  // tiles [0, kept) keep their slot; the rest share the last
     // Panel rows past a tile's keys or head_dim are computed and dropped (zero until first written).
     AlignedVector<float> key_panels(slots * key_tile_floats, 0.0f);      // per slot (key_width / R) panels of (hd, R)
     AlignedVector<float> value_panels(slots * value_tile_floats, 0.0f);  // per slot (value_width / R) panels of (tile keys, R)
-    int64_t packed_kv_head = -1, packed_tiles = 0;                       // key tiles [0, packed_tiles) of packed_kv_head are kept
-    std::vector<float> scores(tiles.queries * key_width);                    // (query tile, key_width)
+    int64_t packed_kv_head = -1, packed_tiles = 0;                       // kept tiles [0, packed_tiles) of packed_kv_head are packed
+    std::vector<float> scores(tiles.queries * key_width);                // (query tile, key_width)
     std::vector<float> running_max(tiles.queries), running_sum(tiles.queries);
-    std::vector<float> acc(tiles.queries * value_width);                     // (query tile, value_width) unnormalised output
+    std::vector<float> acc(tiles.queries * value_width);                 // (query tile, value_width) unnormalised output
     for (int64_t unit = first_unit; unit < last_unit; ++unit) {
       const int64_t h = unit / query_tiles, qt = unit % query_tiles;
       const int64_t q0 = qt * tiles.queries, nq = std::min(tiles.queries, n_queries - q0);
       const int64_t kv_head = h / group;
-      if (kv_head != packed_kv_head) packed_kv_head = kv_head, packed_tiles = 0;
+      if (kv_head != packed_kv_head) {  // another KV head's keys: none of the thread's tiles holds them
+        packed_kv_head = kv_head;
+        packed_tiles = 0;
+      }
       std::fill(running_max.begin(), running_max.end(), -INFINITY);
       std::fill(running_sum.begin(), running_sum.end(), 0.0f);
       std::fill(acc.begin(), acc.end(), 0.0f);
       const int64_t last_key = first_position + q0 + nq;  // keys [0, last_key) can be seen by this tile
       for (int64_t k0 = 0; k0 < last_key; k0 += tiles.keys) {
         const int64_t nk = std::min(tiles.keys, last_key - k0);
-        const int64_t slot = keep_tiles ? k0 / tiles.keys : 0;
+        const int64_t tile = k0 / tiles.keys, slot = std::min(tile, kept);
         float* tile_keys = &key_panels[slot * key_tile_floats];
         float* tile_values = &value_panels[slot * value_tile_floats];
-        if (!keep_tiles || k0 / tiles.keys == packed_tiles) {  // not packed yet: pack the whole tile
+        if (tile >= kept || tile == packed_tiles) {  // not kept, or not packed yet: pack the whole tile
           const int64_t tile_end = std::min(k0 + tiles.keys, first_position + n_queries);
           const WeightMatrix cached_keys{static_cast<const std::byte*>(keys), kv_type, tile_end, kv_dim};
           for (int64_t p = 0; p * R < tile_end - k0; ++p)
@@ -197,7 +207,7 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
             for (int64_t c = 0; c < hd; c += R)
               decode_row(kv_type, value_rows + (k0 + j) * row_size + (kv_head * hd + c) * element_size,
                          tile_values + c * tiles.keys + j * R, std::min(R, hd - c));
-          ++packed_tiles;
+          if (tile < kept) ++packed_tiles;
         }
         // Queries before first_seeing see none of this tile's keys (causal).
         const int64_t first_seeing = std::max<int64_t>(0, k0 - first_position - q0);

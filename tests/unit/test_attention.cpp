@@ -90,6 +90,9 @@ std::vector<Case> cases() {
   out.push_back({2048, 96, {7, 13}, 64, GgmlType::BF16});
   out.push_back({300, 300, {16, 64}, 48, GgmlType::F16});
   out.push_back({200, 200, {64, 64}, 8, GgmlType::F32});
+  // More 1x1 key tiles than a thread keeps packed at every level (each padded to a panel): the
+  // first stay packed, the rest are packed again by every unit into the spare slot.
+  out.push_back({4200, 29, {1, 1}});
   return out;
 }
 
