@@ -9,6 +9,7 @@
 #include "engine/kernels/gemm.hpp"
 #include "engine/kernels/kernel_table.hpp"
 #include "engine/kernels/parallel.hpp"
+#include "engine/kernels/row_shares.hpp"
 #include "engine/kernels/sparse.hpp"
 #include "engine/util/aligned_vector.hpp"
 #include "engine/util/error.hpp"
@@ -60,9 +61,12 @@ std::byte* panel_buffer(int64_t bytes) {
 //    of L1d, so that the tile stays in L1 while the panels pass under it. It depends only on the
 //    cache sizes, never on the thread count: each output is the same sequence of FP32
 //    additions whatever the threads.
-//  - a block: the panels one thread packs per pass, at most half of L2, and as many blocks as
-//    make an equal number per thread (8 panels of 32 rows on 2 threads: 4 blocks of 2 panels,
-//    2 per thread, not blocks of 3 + 3 + 2).
+//  - a block: the panels one thread packs per pass, at most half of L2; every thread's share
+//    starts with the same number of blocks, which differ by at most one panel (512 panels, AVX2's
+//    8-row panels of a 4096-row matrix, had made 37 blocks of up to 14: 266 panels for one thread
+//    and 246 for the other). A thread done with its share takes blocks from the back of the
+//    others' (RowShares), as matvec does: on this shared VM one vCPU often runs slower than the
+//    other, and a 2-thread AVX2 prefill made 1.5-3x fewer sched_yield calls waiting at the joins.
 // Per pass: pack the block's panels, then run every tile of N tokens over each panel in turn.
 template <typename Pack, typename Run>
 void blocked_gemm(int64_t rows, int64_t steps, int64_t tokens, int R, int N, int64_t step_bytes,
@@ -75,12 +79,14 @@ void blocked_gemm(int64_t rows, int64_t steps, int64_t tokens, int R, int N, int
   const int64_t threads = parallel_threads();
   const int64_t most_panels = std::max<int64_t>(1, l2_bytes / 2 / panel_bytes);  // per block, in half of L2
   const int64_t rounds = ceil_div(panels, threads * most_panels);                  // blocks per thread
-  const int64_t block_panels = ceil_div(panels, threads * rounds);
-  const int64_t blocks = ceil_div(panels, block_panels);
-  for_each_share(blocks, [=](int64_t first_block, int64_t last_block) {
+  const int64_t blocks = std::min(panels, threads * rounds);
+  const int64_t block_panels = ceil_div(panels, blocks);                           // the most in one block
+  RowShares shares(blocks, static_cast<int>(threads), 1);
+  // By value: each thread reads the shares' handle and the closure from its own stack (on_every_thread).
+  on_every_thread([=](int thread, int) mutable {
     std::byte* buffer = panel_buffer(block_panels * panel_bytes);
-    for (int64_t block = first_block; block < last_block; ++block) {
-      const int64_t first = block * block_panels, count = std::min(block_panels, panels - first);
+    for (int64_t block, end; shares.next(thread, block, end);) {
+      const int64_t first = panels * block / blocks, count = panels * (block + 1) / blocks - first;
       for (int64_t s0 = 0; s0 < steps; s0 += depth) {
         const int64_t d = std::min(depth, steps - s0);
         for (int64_t p = 0; p < count; ++p) pack(buffer + p * d * step_bytes, (first + p) * R, s0, d);
