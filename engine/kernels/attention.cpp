@@ -219,7 +219,7 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
           const int64_t visible = std::min(nk, first_position + q0 + i - k0 + 1);  // causal: later keys are masked
           float* s = &scores[i * key_width];
           for (int64_t j = 0; j < visible; ++j) s[j] *= scale;
-          const float tile_max = max_value(s, visible);  // vectorised: a scalar chain of maxima was a quarter of the softmax's time
+          const float tile_max = max_value(s, visible);  // vectorised: a scalar chain of maxima took a third of the time between the products
           // Online softmax: rescale what was summed under the old maximum to the new one.
           const float new_max = std::max(running_max[i], tile_max);
           const float correction = std::exp(running_max[i] - new_max);

@@ -66,7 +66,7 @@ std::byte* panel_buffer(int64_t bytes) {
 //    8-row panels of a 4096-row matrix, had made 37 blocks of up to 14: 266 panels for one thread
 //    and 246 for the other). A thread done with its share takes blocks from the back of the
 //    others' (RowShares), as matvec does: on this shared VM one vCPU often runs slower than the
-//    other, and a 2-thread AVX2 prefill made 1.5-3x fewer sched_yield calls waiting at the joins.
+//    other, and a 2-thread AVX2 prefill made 1.4-3x fewer sched_yield calls waiting at the joins.
 // Per pass: pack the block's panels, then run every tile of N tokens over each panel in turn.
 template <typename Pack, typename Run>
 void blocked_gemm(int64_t rows, int64_t steps, int64_t tokens, int R, int N, int64_t step_bytes,
