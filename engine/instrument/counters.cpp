@@ -5,12 +5,15 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
+
+#include "engine/kernels/parallel.hpp"
 
 namespace cpullm {
 namespace {
@@ -131,7 +134,6 @@ PerfCounters::PerfCounters(const std::vector<CounterEvent>& events) {
     return;
   }
   for (const CounterEvent& event : available) names_.push_back(event.name);
-  buffer_.resize(3 + names_.size());
 }
 
 PerfCounters::~PerfCounters() {
@@ -140,15 +142,34 @@ PerfCounters::~PerfCounters() {
 }
 
 void PerfCounters::read(double* values) {
-  for (std::size_t i = 0; i < names_.size(); ++i) values[i] = 0;
-  const std::size_t bytes = buffer_.size() * sizeof(uint64_t);
-  for (ThreadGroup& group : thread_groups_) {
-    if (::read(group.fds.front(), buffer_.data(), bytes) != static_cast<ssize_t>(bytes)) continue;
-    const uint64_t enabled = buffer_[1], running = buffer_[2];
-    // A multiplexed group counted only part of the time: scale up, as perf stat does.
-    const double scale = running == 0 ? 0.0 : static_cast<double>(enabled) / static_cast<double>(running);
-    for (std::size_t i = 0; i < names_.size(); ++i) values[i] += static_cast<double>(buffer_[3 + i]) * scale;
+  // Every thread reads its own group, in one job of the forward pass's team (docs/instrumentation.md,
+  // "Overhead"): a read of a group counting a thread that runs on another CPU makes the kernel
+  // interrupt that CPU and wait for it, and on this project's VM that made decode with counters
+  // 2.6x slower than without. A thread reading its own group also counts up to the moment of
+  // the read, where a remote read could return a stale task-clock. With fewer threads than
+  // groups (a read inside a job runs on one thread) thread t reads groups t, t + threads, ...
+  if (thread_groups_.empty()) return;  // no counters opened: nothing to read
+  const int groups = static_cast<int>(thread_groups_.size());
+  on_every_thread(
+      [this, groups](int thread, int threads) {
+        for (int group = thread; group < groups; group += threads) read_group(group);
+      },
+      groups);
+  for (std::size_t i = 0; i < names_.size(); ++i) {
+    values[i] = 0;
+    for (const ThreadGroup& group : thread_groups_) values[i] += group.values[i];
   }
+}
+
+void PerfCounters::read_group(int index) {
+  ThreadGroup& group = thread_groups_[index];
+  std::array<uint64_t, 3 + kMaxRegionCounters> buffer;  // nr, time_enabled, time_running, values
+  const std::size_t bytes = (3 + names_.size()) * sizeof(uint64_t);
+  if (::read(group.fds.front(), buffer.data(), bytes) != static_cast<ssize_t>(bytes)) return;  // keeps the last values
+  const uint64_t enabled = buffer[1], running = buffer[2];
+  // A multiplexed group counted only part of the time: scale up, as perf stat does.
+  const double scale = running == 0 ? 0.0 : static_cast<double>(enabled) / static_cast<double>(running);
+  for (std::size_t i = 0; i < names_.size(); ++i) group.values[i] = static_cast<double>(buffer[3 + i]) * scale;
 }
 
 std::string PerfCounters::describe() const {

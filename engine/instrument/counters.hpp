@@ -7,6 +7,7 @@
 //   - perf_event_open missing or blocked (ENOSYS, a seccomp filter).
 // Counts are user-space only (exclude_kernel), which perf_event_paranoid 2 allows any user.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -52,18 +53,22 @@ class PerfCounters : public RegionCounterSource {
   const std::vector<UnavailableCounter>& unavailable() const { return unavailable_; }
   int threads() const { return static_cast<int>(thread_groups_.size()); }
   // Sums over threads, scaled by enabled/running time where the kernel multiplexed the group.
+  // Each thread reads its own group (a job on every thread, an OpenMP region outside a team).
   void read(double* values) override;
   // "task-clock, page-faults; unavailable: cycles, instructions (no PMU: ...)"
   std::string describe() const;
 
  private:
-  struct ThreadGroup {
+  // One thread's group and what it last read; a cache line of its own, as each thread
+  // writes its own group's values.
+  struct alignas(64) ThreadGroup {
     std::vector<int> fds;  // leader first; one per opened event, in names_' order
+    std::array<double, kMaxRegionCounters> values{};  // at the last read, in names_' order
   };
+  void read_group(int index);  // on the thread that group counts, where it can
   std::vector<std::string> names_;
   std::vector<UnavailableCounter> unavailable_;
   std::vector<ThreadGroup> thread_groups_;  // (threads)
-  std::vector<uint64_t> buffer_;            // read() scratch: nr, time_enabled, time_running, values
 };
 
 }  // namespace cpullm

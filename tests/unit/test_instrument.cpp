@@ -13,12 +13,14 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "engine/instrument/counters.hpp"
 #include "engine/instrument/energy.hpp"
 #include "engine/instrument/op_costs.hpp"
 #include "engine/instrument/regions.hpp"
 #include "engine/instrument/roofs.hpp"
+#include "engine/kernels/parallel.hpp"
 #include "engine/util/error.hpp"
 #include "tests/unit/test_support.hpp"
 
@@ -174,6 +176,33 @@ TEST_F(Regions, SoftwareCounterCountsEveryThread) {
   // on how busy this shared machine is) and at most every thread busy for the whole region.
   EXPECT_GE(cpu_seconds, 0.9 * main_thread_cpu) << counters.describe();
   EXPECT_GT(cpu_seconds, 0);
+  EXPECT_LT(cpu_seconds, omp_get_max_threads() * totals.seconds * 1.05 + 0.002);
+}
+
+// Inside a forward pass's thread team each thread reads its own group in a job of the team: a
+// region around a job in which only the other threads work (thread 0 sleeps, so that its own
+// count stays near zero) is charged their CPU time, and no more than every thread busy for the
+// region plus the reads.
+TEST_F(Regions, SoftwareCounterCountsTheTeamsOtherThreads) {
+  if (omp_get_max_threads() < 2) GTEST_SKIP() << "needs 2 OpenMP threads";
+  PerfCounters counters({{"task-clock", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK}});
+  if (counters.names().empty()) GTEST_SKIP() << "task-clock unavailable: " << counters.unavailable().at(0).reason;
+  attach_region_counters(&counters);
+  enable_regions(true);
+  constexpr double kWork = 0.02;
+  bool in_team = false;
+  run_as_team([&] {
+    in_team = ThreadTeam::current() != nullptr;
+    ScopedRegion region(Region::ffn_up, {});
+    on_every_thread([](int thread, int) {
+      if (thread > 0) busy_wait(kWork);
+      else std::this_thread::sleep_for(std::chrono::duration<double>(1.25 * kWork));
+    });
+  });
+  if (!in_team) GTEST_SKIP() << "no thread team here (OMP_WAIT_POLICY=passive)";
+  const RegionTotals& totals = region_snapshot()[Region::ffn_up];
+  const double cpu_seconds = totals.counters[0] * 1e-9;
+  EXPECT_GE(cpu_seconds, 0.9 * kWork * (omp_get_max_threads() - 1)) << counters.describe();
   EXPECT_LT(cpu_seconds, omp_get_max_threads() * totals.seconds * 1.05 + 0.002);
 }
 
