@@ -163,6 +163,7 @@ void PerfCounters::read(double* values) {
 
 void PerfCounters::read_group(int index) {
   ThreadGroup& group = thread_groups_[index];
+  if (group.fds.empty()) return;  // its thread never came (OMP_DYNAMIC gave the opening region fewer)
   std::array<uint64_t, 3 + kMaxRegionCounters> buffer;  // nr, time_enabled, time_running, values
   const std::size_t bytes = (3 + names_.size()) * sizeof(uint64_t);
   if (::read(group.fds.front(), buffer.data(), bytes) != static_cast<ssize_t>(bytes)) return;  // keeps the last values
@@ -175,7 +176,7 @@ void PerfCounters::read_group(int index) {
 std::string PerfCounters::describe() const {
   std::string text = names_.empty() ? "none" : "";
   for (std::size_t i = 0; i < names_.size(); ++i) text += (i ? ", " : "") + names_[i];
-  if (!names_.empty()) text += fmt::format(" (user space, summed over {} threads)", thread_groups_.size());
+  if (!names_.empty()) text += fmt::format(" (user space, summed over {} threads)", threads());
   // Events failing for the same reason are listed together.
   for (std::size_t i = 0; i < unavailable_.size();) {
     std::string events = unavailable_[i].name;

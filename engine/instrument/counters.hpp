@@ -7,6 +7,7 @@
 //   - perf_event_open missing or blocked (ENOSYS, a seccomp filter).
 // Counts are user-space only (exclude_kernel), which perf_event_paranoid 2 allows any user.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -51,7 +52,11 @@ class PerfCounters : public RegionCounterSource {
 
   const std::vector<std::string>& names() const override { return names_; }  // the opened events
   const std::vector<UnavailableCounter>& unavailable() const { return unavailable_; }
-  int threads() const { return static_cast<int>(thread_groups_.size()); }
+  // The threads counted: those that came to the opening region (OMP_DYNAMIC may send fewer).
+  int threads() const {
+    return static_cast<int>(std::count_if(thread_groups_.begin(), thread_groups_.end(),
+                                          [](const ThreadGroup& group) { return !group.fds.empty(); }));
+  }
   // Sums over threads, scaled by enabled/running time where the kernel multiplexed the group.
   // Each thread reads its own group (a job on every thread, an OpenMP region outside a team).
   void read(double* values) override;
