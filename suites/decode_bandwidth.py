@@ -146,11 +146,17 @@ def spread(values, fmt):
     return f"{fmt(statistics.median(values))} ({fmt(min(values))}-{fmt(max(values))})"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def suite_arguments(description):
+    """The options every suite here takes: where cpullm is built, where its models go, the threads."""
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build")
     ap.add_argument("--models", default="models")
     ap.add_argument("--threads", type=int, default=2)
+    return ap
+
+
+def main():
+    ap = suite_arguments(__doc__)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--isa", default="avx2,avx512")
     ap.add_argument("--cases", default="tinyllama:q8_0,tinyllama:q4_0,llama7b-4l:q8_0,llama7b-4l:q4_0")

@@ -19,14 +19,13 @@ makes them (gen-model, then quantize) into --models, or reused from there.
 
   /usr/bin/python3 suites/prefill_compute.py --build build --models /tmp/decode-models --repeat 3
 """
-import argparse
 import json
 import os
 import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from decode_bandwidth import SHAPES, model_file, run, spread  # noqa: E402
+from decode_bandwidth import SHAPES, model_file, run, spread, suite_arguments  # noqa: E402
 
 TARGETS = {"q4_0": 0.60, "q8_0": 0.50, "f16": 0.70, "bf16": 0.70}
 INTEGER_FORMATS = {"q4_0", "q8_0"}
@@ -62,10 +61,7 @@ def prefill_speed(args, path, isa):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--models", default="models")
-    ap.add_argument("--threads", type=int, default=2)
+    ap = suite_arguments(__doc__)
     ap.add_argument("--tokens", type=int, default=512)
     ap.add_argument("--reps", type=int, default=3, help="cpullm bench repetitions per run (their mean tokens/s)")
     ap.add_argument("--isa", default="avx512,avx2")
