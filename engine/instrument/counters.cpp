@@ -144,10 +144,10 @@ PerfCounters::~PerfCounters() {
 void PerfCounters::read(double* values) {
   // Every thread reads its own group, in one job of the forward pass's team (docs/instrumentation.md,
   // "Overhead"): a read of a group counting a thread that runs on another CPU makes the kernel
-  // interrupt that CPU and wait for it, and on this project's VM that made decode with counters
-  // 2.6x slower than without. A thread reading its own group also counts up to the moment of
-  // the read, where a remote read could return a stale task-clock. With fewer threads than
-  // groups (a read inside a job runs on one thread) thread t reads groups t, t + threads, ...
+  // interrupt that CPU and wait for it: on this project's VM that made decode with counters 2.6x
+  // slower than without, and the other threads, spinning between jobs, counted CPU time all
+  // through those reads, charged to every short region. With fewer threads than groups (a read
+  // inside a job runs on one thread) thread t reads groups t, t + threads, ...
   if (thread_groups_.empty()) return;  // no counters opened: nothing to read
   const int groups = static_cast<int>(thread_groups_.size());
   on_every_thread(
