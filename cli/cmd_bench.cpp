@@ -277,10 +277,12 @@ void run_bench(BenchOptions& o, const CLI::App& command) {
 
 std::vector<std::string> prepare_arguments(int argc, const char* const* argv) {
   std::vector<std::string> args(argv, argv + argc);
-  if (args.size() < 2 || args[1] != "bench") return args;
-  bench_command_line() = command_line(argc, argv);
+  if (args.size() < 2) return args;
+  const std::string command = args[1];
+  if (command == "bench") bench_command_line() = command_line(argc, argv);
+  if (command != "bench" && command != "generate" && command != "profile") return args;
   for (std::string& arg : args)
-    if (arg == "-pg" || arg == "-np") arg = "-" + arg;
+    if (arg == "-np" || (command == "bench" && arg == "-pg")) arg = "-" + arg;
   return args;
 }
 

@@ -55,17 +55,6 @@ void bind_threads(const BindingOptions& binding, int threads) {
   for (const std::string& note : plan.notes) std::fprintf(stderr, "cpullm: note: %s\n", note.c_str());
 }
 
-// The tokens of `sequences` copies of the prompt in one batch (batched prefill), each copy's
-// last token asking for logits.
-std::vector<BatchToken> prompt_batch(const std::vector<int32_t>& prompt, int sequences) {
-  std::vector<BatchToken> batch;
-  for (int s = 0; s < sequences; ++s)
-    for (std::size_t i = 0; i < prompt.size(); ++i)
-      batch.push_back({.token = prompt[i], .sequence = s, .position = static_cast<int64_t>(i),
-                       .want_logits = i + 1 == prompt.size()});
-  return batch;
-}
-
 void run_generate(const GenerateOptions& o) {
   const std::shared_ptr<TensorParallel> parallel = start_tensor_parallel(o.numa);
   apply_threads(o.threads);
@@ -119,7 +108,7 @@ void run_generate(const GenerateOptions& o) {
   const auto start = Clock::now();
   // The prompt goes through in batches (blocked GEMM); generation then runs one token per
   // sequence per step, the sequences still going together in one batch.
-  std::span<const float> logits = model.forward(prompt_batch(prompt, o.sequences));
+  std::span<const float> logits = model.forward(prompt_copies(prompt, o.sequences));
   const auto prompt_done = Clock::now();
 
   Clock::time_point first_token_time = prompt_done, last_token_time = prompt_done;

@@ -32,6 +32,7 @@ struct ProfileOptions {
   std::string model_path;
   int prompt_tokens = 64;
   int generated_tokens = 32;
+  int sequences = 1;          // --np: sequences run together, each step one token of each
   int64_t context = 0;
   int threads = 0;
   std::string isa;
@@ -107,9 +108,10 @@ std::vector<int32_t> synthetic_prompt(int count, int64_t vocab) {
   return tokens;
 }
 
-// Prefill of the prompt, then `generated` greedy decode steps (sampling is a region), each phase
-// timed as a whole and, where regions are on, region by region.
-std::vector<Phase> run_phases(Model& model, const std::vector<int32_t>& prompt, int generated,
+// Prefill of the prompt in `sequences` copies (one batch), then `generated` greedy decode steps
+// of one token per sequence (sampling is a region), each phase timed as a whole and, where
+// regions are on, region by region.
+std::vector<Phase> run_phases(Model& model, const std::vector<int32_t>& prompt, int generated, int sequences,
                               const EnergyMeter& energy) {
   const int64_t vocab = model.config().vocab_size;
   std::vector<Phase> phases;
@@ -123,16 +125,18 @@ std::vector<Phase> run_phases(Model& model, const std::vector<int32_t>& prompt, 
     phases.push_back(std::move(phase));
   };
   std::span<const float> logits;
-  measure("prefill", static_cast<int64_t>(prompt.size()), [&] { logits = model.forward_batch(prompt, 0); });
-  measure("decode", generated, [&] {
-    int64_t position = static_cast<int64_t>(prompt.size());
+  measure("prefill", static_cast<int64_t>(prompt.size()) * sequences,
+          [&] { logits = model.forward(prompt_copies(prompt, sequences)); });
+  measure("decode", static_cast<int64_t>(generated) * sequences, [&] {
+    std::vector<BatchToken> step(static_cast<std::size_t>(sequences));
     for (int i = 0; i < generated; ++i) {
-      int32_t next = 0;
-      {
+      for (int s = 0; s < sequences; ++s) {
         ScopedRegion region(Region::sampling, sampling_cost(vocab, true));
-        next = argmax(logits);
+        const auto row = logits.subspan(static_cast<std::size_t>(s * vocab), static_cast<std::size_t>(vocab));
+        step[s] = {.token = argmax(row), .sequence = s, .position = static_cast<int64_t>(prompt.size()) + i,
+                   .want_logits = true};
       }
-      logits = model.forward(next, position++);
+      logits = model.forward(step);
     }
   });
   return phases;
@@ -243,7 +247,7 @@ void run_overhead(const ProfileOptions& o, Model& model, const std::vector<int32
     for (int mode = 0; mode < n_modes; ++mode) {
       enable_regions(mode > 0);
       attach_region_counters(mode == 2 ? counters : nullptr);
-      const std::vector<Phase> phases = run_phases(model, prompt, o.generated_tokens, energy);
+      const std::vector<Phase> phases = run_phases(model, prompt, o.generated_tokens, o.sequences, energy);
       for (int p = 0; p < 2; ++p) rates[mode * 2 + p].push_back(phases[p].tokens / phases[p].seconds);
     }
   enable_regions(false);
@@ -284,6 +288,7 @@ void run_profile(const ProfileOptions& o) {
   model_options.context = o.context;
   model_options.kv_type = parse_kv_type(o.kv_type);
   model_options.prefetch = o.prefetch;
+  model_options.sequences = o.sequences;
   Model model(o.model_path, model_options);
   model.set_attention_tiles(parse_attention_tiles(o.attention_tiles));
   if (o.prompt_tokens + o.generated_tokens > model.context())
@@ -292,13 +297,13 @@ void run_profile(const ProfileOptions& o) {
   const std::vector<int32_t> prompt = synthetic_prompt(o.prompt_tokens, model.config().vocab_size);
 
   // Warm-up: the weights paged in and the threads started, so that the measured runs see neither.
-  run_phases(model, prompt, std::min(o.generated_tokens, 2), energy);
+  run_phases(model, prompt, std::min(o.generated_tokens, 2), o.sequences, energy);
   if (o.overhead) return run_overhead(o, model, prompt, counters.get(), energy);
 
   const Roofs roofs = find_roofs(o.hardware, active_isa());
   attach_region_counters(counters.get());
   enable_regions(true);
-  const std::vector<Phase> phases = run_phases(model, prompt, o.generated_tokens, energy);
+  const std::vector<Phase> phases = run_phases(model, prompt, o.generated_tokens, o.sequences, energy);
   enable_regions(false);
   close_likwid_markers();
 
@@ -318,6 +323,7 @@ void run_profile(const ProfileOptions& o) {
     const nlohmann::json out = {
         {"model", o.model_path},
         {"threads", omp_get_max_threads()},
+        {"sequences", o.sequences},
         {"isa", isa_name(active_isa())},
         {"kv_type", o.kv_type},
         {"prefetch", o.prefetch},
@@ -338,8 +344,9 @@ void run_profile(const ProfileOptions& o) {
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
-  std::printf("cpullm profile: %s, %d threads, kernels %s, KV cache %s\n", o.model_path.c_str(), omp_get_max_threads(),
-              std::string(isa_name(active_isa())).c_str(), o.kv_type.c_str());
+  std::printf("cpullm profile: %s, %d threads, kernels %s, KV cache %s%s\n", o.model_path.c_str(),
+              omp_get_max_threads(), std::string(isa_name(active_isa())).c_str(), o.kv_type.c_str(),
+              o.sequences > 1 ? fmt::format(", {} sequences a step", o.sequences).c_str() : "");
   std::printf("dispatch: %s\n", describe_dispatch(omp_get_max_threads()).c_str());
   std::printf("roofs: memory %.1f GB/s (%s)\n       compute %.1f GFLOP/s (%s)\n       ridge %.1f FLOP/byte\n",
               roofs.bytes_per_s * 1e-9, roofs.memory_source.c_str(), roofs.flops_per_s * 1e-9,
@@ -358,6 +365,10 @@ void register_profile(CLI::App& app) {
   command->add_option("-m,--model", options->model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
   command->add_option("-p,--n-prompt", options->prompt_tokens, "Prompt tokens (prefill)")->check(CLI::Range(1, 1 << 20));
   command->add_option("-n,--n-gen", options->generated_tokens, "Generated tokens (decode)")->check(CLI::Range(1, 1 << 20));
+  command->add_option("--np,--parallel", options->sequences,
+                      "Sequences run together: the prompt prefilled in that many copies (one batch), then each "
+                      "decode step one token of every sequence")
+      ->check(CLI::Range(1, static_cast<int>(Model::kMaxSequences)));
   command->add_option("-c,--ctx-size", options->context, "Context positions (0: the model's, at most 4096)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   add_threads_option(*command, options->threads);

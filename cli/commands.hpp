@@ -16,7 +16,8 @@ void register_topo(CLI::App& app);
 void register_bench(CLI::App& app);
 
 // llama.cpp spells some flags with one dash and several letters (-pg, -np), which CLI11 refuses:
-// for `cpullm bench` they become --pg and --np. Called by main before parsing.
+// bench's -pg becomes --pg, and -np --np for bench, generate and profile. Called by main before
+// parsing.
 std::vector<std::string> prepare_arguments(int argc, const char* const* argv);
 void register_profile(CLI::App& app);
 void register_db(CLI::App& app);

@@ -154,6 +154,16 @@ std::span<const float> Model::forward(int32_t token, int64_t pos) {
   return forward({&one, 1});
 }
 
+std::vector<BatchToken> prompt_copies(std::span<const int32_t> prompt, int sequences) {
+  std::vector<BatchToken> batch;
+  batch.reserve(prompt.size() * static_cast<std::size_t>(std::max(sequences, 0)));
+  for (int s = 0; s < sequences; ++s)
+    for (std::size_t i = 0; i < prompt.size(); ++i)
+      batch.push_back({.token = prompt[i], .sequence = s, .position = static_cast<int64_t>(i),
+                       .want_logits = i + 1 == prompt.size()});
+  return batch;
+}
+
 std::span<const float> Model::forward_batch(std::span<const int32_t> tokens, int64_t pos, bool all_logits) {
   std::vector<BatchToken> batch(tokens.size());
   for (std::size_t i = 0; i < tokens.size(); ++i)

@@ -43,6 +43,10 @@ struct BatchToken {
   bool want_logits = false;
 };
 
+// `sequences` copies of a prompt in one batch (a batched prefill), sequence s at positions
+// 0 .. prompt.size() - 1, each copy's last token asking for logits.
+std::vector<BatchToken> prompt_copies(std::span<const int32_t> prompt, int sequences);
+
 // Scratch for one chunk of up to `chunk` tokens: they go through the layers together, so every
 // projection is one matmul (one matvec for a single token). Every buffer starts on a cache line.
 struct BatchState {

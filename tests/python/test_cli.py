@@ -91,7 +91,7 @@ def parallel_sequences_batched(ctx):
     texts = re.split(r"--- sequence \d ---\n", together.stdout)[1:]
     assert [t.strip() for t in texts] == [alone] * 3, together.stdout
     assert "3 sequences" in together.stderr.splitlines()[-1] and "memory plan: weights" in together.stderr
-    sampled = run(base + ["--temp", "1", "--parallel", "2"]).stdout
+    sampled = run(base + ["--temp", "1", "-np", "2"]).stdout  # llama.cpp's spelling of --parallel
     assert len(set(re.split(r"--- sequence \d ---\n", sampled)[1:])) == 2, sampled
     expect_error(base + ["--kv-type", "q4"], "KV cache type 'q4' is not one of f32, f16, bf16")
 

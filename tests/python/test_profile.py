@@ -5,8 +5,8 @@ Every region's FLOPs and bytes equal the analytic count computed here from the m
 (independently of engine/instrument/op_costs.cpp); the regions' times add up to each phase's
 measured time within a tolerance; counters are counted or explained (this VM: software events
 only, "no PMU"); energy is measured or "unavailable here"; roofs come from a measurement or from a
-hardware profile; --prefetch maps the weights without changing a count; --overhead reports the
-three modes; bad input ends in one 'cpullm: error:' line.
+hardware profile; --prefetch maps the weights without changing a count; -np batches sequences;
+--overhead reports the three modes; bad input ends in one 'cpullm: error:' line.
 
 Usage: test_profile.py --cpullm BIN --workdir DIR
 """
@@ -196,6 +196,32 @@ def prefetch_maps_weights_and_changes_no_count(ctx):
         costs = lambda phase: {r["name"]: (r["calls"], r["flops"], r["bytes"]) for r in phase["regions"]}
         assert costs(a) == costs(b), (a["name"], costs(a), costs(b))
     return f"{prefetched['prefetched_bytes'] / 2**20:.1f} MiB mapped by the prefetch thread"
+
+
+@check
+def sequences_batch_the_same_work(ctx):
+    """-np 3 (spelled as llama.cpp does): the prompt prefilled in three copies in one batch, each
+    decode step one token of each sequence. Every projection is called as often as for one
+    sequence, its weights charged once a call, while its FLOPs and the output layer's triple;
+    attention and sampling run once per sequence."""
+    one = default_run(ctx)
+    three = json.loads(run([ctx.cpullm, "profile", "-m", ctx.model, "-t", "2", "--json", "--no-counters",
+                            "-p", str(PROMPT), "-n", str(GENERATED), "-np", "3"]).stdout)
+    assert three["sequences"] == 3 and one["sequences"] == 1, (three["sequences"], one["sequences"])
+    for a, b in zip(one["phases"], three["phases"]):
+        assert b["tokens"] == 3 * a["tokens"], (b["name"], b["tokens"], a["tokens"])
+        single, batched = regions(a), regions(b)
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj", "ffn_gate", "ffn_up", "ffn_down", "lm_head", "attention"):
+            x, y = single[name], batched[name]
+            calls = 3 * x["calls"] if name == "attention" else x["calls"]
+            assert y["calls"] == calls, (b["name"], name, y["calls"], x["calls"])
+            assert abs(y["flops"] - 3 * x["flops"]) <= 1e-9 * y["flops"], (b["name"], name, y["flops"], x["flops"])
+            if name.endswith("_proj") or name.startswith("ffn_"):
+                assert x["bytes"] < y["bytes"] < 3 * x["bytes"], (b["name"], name, y["bytes"], x["bytes"])
+    assert regions(three["phases"][1])["sampling"]["calls"] == 3 * GENERATED
+    bad = run([ctx.cpullm, "profile", "-m", ctx.model, "-np", "0"], expect_ok=False)  # CLI11's range check
+    assert bad.returncode not in (0, -6, -11) and "--np" in bad.stderr, (bad.returncode, bad.stderr)
+    return f"decode {three['phases'][1]['tokens_per_s']:.0f} tokens/s at 3 sequences, {one['phases'][1]['tokens_per_s']:.0f} at 1"
 
 
 @check
