@@ -2,6 +2,7 @@
 // or BF16 values (--kv-type); queries, sums and outputs are FP32 whatever it holds.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "engine/format/ggml_types.hpp"
@@ -16,12 +17,23 @@ struct AttentionShape {
 
 // out (n_heads, head_dim) = softmax(q . K^T / sqrt(head_dim)) . V over positions [0, n_positions).
 // keys, values: (n_positions, n_kv_heads * head_dim), one row per cached position.
-// scores: scratch of (n_heads, n_positions).
 void attention(float* out, const float* q, const float* keys, const float* values, int64_t n_positions,
-               const AttentionShape& shape, float* scores);
+               const AttentionShape& shape);
 // The same over a cache of kv_type (F32, F16 or BF16) values.
 void attention(float* out, const float* q, const void* keys, const void* values, GgmlType kv_type,
-               int64_t n_positions, const AttentionShape& shape, float* scores);
+               int64_t n_positions, const AttentionShape& shape);
+
+// One query of a batch of single queries, each over its own sequence's cache (a decode step of
+// several sequences): the arguments of the one-query attention above.
+struct AttentionQuery {
+  float* out;           // (n_heads, head_dim)
+  const float* q;       // (n_heads, head_dim)
+  const void* keys;     // (n_positions, n_kv_heads * head_dim) of kv_type
+  const void* values;   // likewise
+  int64_t n_positions;  // positions 0 .. n_positions - 1 attended
+};
+// Every query's attention in one parallel loop; each output is the one-query call's, bit for bit.
+void attention(std::span<const AttentionQuery> queries, GgmlType kv_type, const AttentionShape& shape);
 
 // Tile sizes of attention_tiled: `queries` query positions meet `keys` cached positions at a
 // time. The seed chose 8 x 8; 64 x 64 measured fastest here (docs/kernels.md), so it is the default.

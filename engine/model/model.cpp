@@ -90,7 +90,6 @@ Model::Model(const std::string& path, const ModelOptions& options)
   for (auto* buffer : {&b.k, &b.v}) buffer->resize(chunk * c.kv_dim());
   for (auto* buffer : {&b.hb, &b.hb2}) buffer->resize(chunk * c.ffn_dim);
   b.rope.resize(chunk * c.head_dim);
-  b.scores.resize(c.n_heads * shape.context);
   if (options.prefetch) prefetcher_ = std::make_unique<LayerPrefetcher>(prefetch_ranges(weights_));
 }
 
@@ -284,19 +283,36 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
         }
       });
     }
-    for (const Run& run : runs) {
-      ScopedRegion region(Region::attention, attention_cost(shape, run.first_position, run.count,
-                                                            kv_element_bytes(cache_.shape().type)));
+    // The runs of one token (decode steps, one per sequence) attend in one parallel loop; before
+    // it every run's keys and values go into the cache, so that a sequence with several runs in
+    // the chunk finds all of its earlier positions whichever order the runs compute in. Longer
+    // runs (prompts) go tile by tile, one after the other.
+    const int64_t kv_bytes = kv_element_bytes(cache_.shape().type);
+    auto store = [&](const Run& run) {
       cache_.store(run.sequence, l, run.first_position, run.count, &b.k[run.first_token * kv_dim],
                    &b.v[run.first_token * kv_dim]);
-      const std::byte* keys = cache_.keys(run.sequence, l);
-      const std::byte* values = cache_.values(run.sequence, l);
-      float* out = &b.xb[run.first_token * dim];
-      const float* q = &b.q[run.first_token * dim];
-      if (run.count == 1)
-        attention(out, q, keys, values, kv_type, run.first_position + 1, shape, b.scores.data());
-      else
-        attention_tiled(out, q, run.first_position, run.count, keys, values, kv_type, shape, attention_tiles_);
+    };
+    std::vector<AttentionQuery>& single = b.single_queries;
+    single.clear();
+    RegionCost single_cost;
+    for (const Run& run : runs)
+      if (run.count == 1) {
+        const RegionCost cost = attention_cost(shape, run.first_position, 1, kv_bytes);
+        single_cost.flops += cost.flops, single_cost.bytes += cost.bytes;
+        single.push_back({&b.xb[run.first_token * dim], &b.q[run.first_token * dim], cache_.keys(run.sequence, l),
+                          cache_.values(run.sequence, l), run.first_position + 1});
+      }
+    if (!single.empty()) {
+      ScopedRegion region(Region::attention, single_cost);
+      for (const Run& run : runs) store(run);
+      attention(single, kv_type, shape);
+    }
+    for (const Run& run : runs) {
+      if (run.count == 1) continue;
+      ScopedRegion region(Region::attention, attention_cost(shape, run.first_position, run.count, kv_bytes));
+      if (single.empty()) store(run);
+      attention_tiled(&b.xb[run.first_token * dim], &b.q[run.first_token * dim], run.first_position, run.count,
+                      cache_.keys(run.sequence, l), cache_.values(run.sequence, l), kv_type, shape, attention_tiles_);
     }
     project(b.xb2.data(), dim, w.wo, b.xb.data(), dim, n, Region::o_proj);
     add_rows(b.x.data(), b.xb2.data(), dim);

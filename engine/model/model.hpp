@@ -60,7 +60,7 @@ struct BatchState {
   AlignedVector<float> hb;       // (chunk, ffn_dim) gates, then the SwiGLU activations
   AlignedVector<float> hb2;      // (chunk, ffn_dim) up projections
   AlignedVector<float> rope;     // (chunk, head_dim) each token's rotary (cos, sin) pairs, rope_angles
-  AlignedVector<float> scores;   // (n_heads, context) one query's attention scores
+  std::vector<AttentionQuery> single_queries;  // (runs of one token) a layer's decode attention, batched
   AlignedVector<float> logits;   // (tokens with want_logits, vocab) of the current call
 };
 

@@ -55,12 +55,11 @@ void BM_Attention(benchmark::State& state) {
   const auto kv_type = static_cast<cpullm::GgmlType>(state.range(3));
   Inputs in = random_inputs(sequence, kv_type);
   const int64_t dim = kShape.n_heads * kShape.head_dim, first = sequence - kQueries;
-  std::vector<float> scores(kShape.n_heads * sequence);
   for (auto _ : state) {
     if (tiles.queries == 0) {
       for (int64_t i = 0; i < kQueries; ++i)
         cpullm::attention(in.out.data() + i * dim, in.q.data() + i * dim, in.keys.data(), in.values.data(), kv_type,
-                          first + i + 1, kShape, scores.data());
+                          first + i + 1, kShape);
     } else {
       cpullm::attention_tiled(in.out.data(), in.q.data(), first, kQueries, in.keys.data(), in.values.data(), kv_type,
                               kShape, tiles);
@@ -92,7 +91,7 @@ void BM_AttentionDecode(benchmark::State& state) {
   const int64_t row_size = cpullm::row_bytes(kv_type, kv_dim);
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> q(dim), out(dim), scores(shape.n_heads * positions), row(kv_dim);
+  std::vector<float> q(dim), out(dim), row(kv_dim);
   for (float& x : q) x = dist(rng);
   std::vector<std::byte> keys(positions * row_size), values(positions * row_size);
   for (auto* cache : {&keys, &values})
@@ -101,7 +100,7 @@ void BM_AttentionDecode(benchmark::State& state) {
       cpullm::encode_row(kv_type, row.data(), cache->data() + t * row_size, kv_dim);
     }
   for (auto _ : state) {
-    cpullm::attention(out.data(), q.data(), keys.data(), values.data(), kv_type, positions, shape, scores.data());
+    cpullm::attention(out.data(), q.data(), keys.data(), values.data(), kv_type, positions, shape);
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["FLOP/s"] = benchmark::Counter(4.0 * shape.head_dim * shape.n_heads * positions,

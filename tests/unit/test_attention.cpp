@@ -55,10 +55,9 @@ TEST_P(TiledAttention, MatchesPlainAttention) {
   const std::vector<std::byte> key_cache = encode_cache(c.kv_type, keys, c.sequence, kv_dim);
   const std::vector<std::byte> value_cache = encode_cache(c.kv_type, values, c.sequence, kv_dim);
 
-  std::vector<float> plain(c.queries * dim), scores(shape.n_heads * c.sequence);
+  std::vector<float> plain(c.queries * dim);
   for (int64_t i = 0; i < c.queries; ++i)
-    attention(&plain[i * dim], q.data() + i * dim, key_cache.data(), value_cache.data(), c.kv_type, first + i + 1, shape,
-              scores.data());
+    attention(&plain[i * dim], q.data() + i * dim, key_cache.data(), value_cache.data(), c.kv_type, first + i + 1, shape);
   const test::RestoreIsa restore;
   const int threads_before = omp_get_max_threads();
   // One thread packs every key tile once per KV head; three split some heads' query tiles between
@@ -104,6 +103,46 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, TiledAttention, ::testing::ValuesIn(cases()), case_name);
+
+// A decode step of several sequences: every query over its own cache, of its own length (from
+// one position to past two 64-row tiles), in one call, gives each query's one-query output bit for
+// bit, at any thread count (1 thread: units in order; 2, 3 and 5: split across queries, KV heads
+// and query heads), for every cache type.
+TEST(SingleQueries, BatchGivesEachQueryItsOwnOutput) {
+  const AttentionShape shape{8, 2, 64};
+  const int64_t dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
+  const std::vector<int64_t> lengths = {1, 7, 64, 65, 150, 3};
+  for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+    std::mt19937 rng(static_cast<unsigned>(kv_type) + 5);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<std::vector<float>> q(lengths.size(), std::vector<float>(dim));
+    std::vector<std::vector<std::byte>> key_caches, value_caches;
+    for (std::size_t s = 0; s < lengths.size(); ++s) {
+      for (float& x : q[s]) x = normal(rng);
+      std::vector<float> keys(lengths[s] * kv_dim), values(lengths[s] * kv_dim);
+      for (auto* v : {&keys, &values})
+        for (float& x : *v) x = normal(rng);
+      key_caches.push_back(encode_cache(kv_type, keys, lengths[s], kv_dim));
+      value_caches.push_back(encode_cache(kv_type, values, lengths[s], kv_dim));
+    }
+    std::vector<std::vector<float>> alone(lengths.size(), std::vector<float>(dim));
+    for (std::size_t s = 0; s < lengths.size(); ++s)
+      attention(alone[s].data(), q[s].data(), key_caches[s].data(), value_caches[s].data(), kv_type, lengths[s], shape);
+    const int threads_before = omp_get_max_threads();
+    for (int threads : {1, 2, 3, 5}) {
+      omp_set_num_threads(threads);
+      std::vector<std::vector<float>> together(lengths.size(), std::vector<float>(dim, -7.0f));
+      std::vector<AttentionQuery> batch;
+      for (std::size_t s = 0; s < lengths.size(); ++s)
+        batch.push_back({together[s].data(), q[s].data(), key_caches[s].data(), value_caches[s].data(), lengths[s]});
+      attention(batch, kv_type, shape);
+      for (std::size_t s = 0; s < lengths.size(); ++s)
+        EXPECT_EQ(together[s], alone[s]) << "query " << s << " (" << lengths[s] << " positions), " << threads
+                                         << " threads, " << ggml_type_name(kv_type);
+    }
+    omp_set_num_threads(threads_before);
+  }
+}
 
 TEST(AttentionTiles, ParsesAndRefuses) {
   const AttentionTiles t = parse_attention_tiles("16x64");

@@ -97,6 +97,29 @@ TEST_F(Batching, SequencesTogetherMatchEachAlone) {
   }
 }
 
+// One batch holding a sequence twice, its prompt and then, after another sequence's decode token,
+// its own next token: the single tokens' attention runs in one loop apart from the prompt's tiles,
+// and each still attends to all of its sequence's earlier positions.
+TEST_F(Batching, ASequenceSplitAcrossOneBatchMatchesItAlone) {
+  const int32_t next_of_0 = 77, next_of_1 = 300;
+  const std::vector<int32_t> prompt_0 = prompt_of(0), prompt_1 = prompt_of(1);
+  const int64_t length_0 = static_cast<int64_t>(prompt_0.size()), length_1 = static_cast<int64_t>(prompt_1.size());
+  Model model(path_, ModelOptions{.context = 64, .sequences = 2});
+  const int64_t vocab = model.config().vocab_size;
+  std::vector<BatchToken> batch;
+  for (std::size_t i = 0; i < prompt_1.size(); ++i) batch.push_back({prompt_1[i], 1, static_cast<int64_t>(i), false});
+  model.forward(batch);
+  batch.clear();
+  for (std::size_t i = 0; i < prompt_0.size(); ++i) batch.push_back({prompt_0[i], 0, static_cast<int64_t>(i), false});
+  batch.push_back({next_of_1, 1, length_1, true});
+  batch.push_back({next_of_0, 0, length_0, true});
+  const auto logits = model.forward(batch);
+  ASSERT_EQ(logits.size(), static_cast<std::size_t>(2 * vocab));
+  const auto alone_0 = run_alone(0, {next_of_0}), alone_1 = run_alone(1, {next_of_1});
+  EXPECT_LE(max_difference(logits.subspan(vocab, vocab), alone_0[1]), kBatchBound);
+  EXPECT_LE(max_difference(logits.subspan(0, vocab), alone_1[1]), kBatchBound);
+}
+
 TEST_F(Batching, HalfPrecisionCachesStayCloseToFp32) {
   const std::vector<int32_t> decoded = {7, 300, 42, 599, 5, 9};
   const auto reference = run_alone(2, decoded, KvType::f32);
