@@ -81,61 +81,90 @@ void widen_rows(float* rows, const std::byte* cache, GgmlType kv_type, int64_t r
   for (int64_t j = 0; j < n; ++j) decode_row(kv_type, cache + j * row_size + offset, rows + j * width, head_dim);
 }
 
+// How attention_single_queries splits one query into units: its KV heads, each split into runs of
+// the query heads that read it.
+struct QueryUnits {
+  int64_t first_unit;      // the batch's units before this query's
+  int64_t splits;          // runs of query heads per KV head
+  int64_t heads_per_unit;  // query heads a run holds (the last run of a group may hold fewer)
+  int64_t first_cost;      // the work of the batch's units before this query's, in head-positions
+};
+
 // Single queries (decode), each over its own sequence's cache, in one parallel loop. A unit of
 // work is a query's KV head and a run of the query heads that read it: each tile of the KV head's
 // cache rows is widened to FP32 once for all of them (TinyLlama's 8 query heads per KV head
 // widened every row 8 times when each head was a unit of its own), then per head the scores, a
-// softmax and the weighted sum of the values. A group is split only as far as it takes to give
-// every thread a unit. Several sequences' queries share one loop: a decode step of 32 sequences
-// ran 32 loops a layer, each a job of a few microseconds' work at short contexts. Each head's
-// arithmetic is the same in any unit, so the output depends on neither the thread count nor the
-// batch.
+// softmax and the weighted sum of the values. Several sequences' queries share one loop: a decode
+// step of 32 sequences ran 32 loops a layer, each a job of a few microseconds' work at short
+// contexts. Work grows with a query's context, so a query's groups are split as far as its share
+// of the batch's positions needs threads (a long context among short ones gets as many as it would
+// alone), and each thread takes the units whose work starts in its share of the total work. Each
+// head's arithmetic is the same in any unit, so the output depends on neither the thread count nor
+// the batch.
 void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv_type, const AttentionShape& shape) {
-  const int64_t kv_dim = shape.n_kv_heads * shape.head_dim, hd = shape.head_dim;
-  const int64_t group = shape.n_heads / shape.n_kv_heads;
+  const int64_t kv_dim = shape.n_kv_heads * shape.head_dim, hd = shape.head_dim, kv_heads = shape.n_kv_heads;
+  const int64_t group = shape.n_heads / kv_heads;
   const int64_t row_size = row_bytes(kv_type, kv_dim), head_size = row_bytes(kv_type, hd);
   const int64_t width = round_up(hd, kChunk);
   constexpr int64_t kRows = 64;  // cache rows widened at a time
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int64_t queries = static_cast<int64_t>(batch.size()), heads_of_queries = queries * shape.n_kv_heads;
-  const int64_t splits = std::clamp<int64_t>((parallel_threads() + heads_of_queries - 1) / heads_of_queries, 1, group);
-  const int64_t heads_per_unit = (group + splits - 1) / splits;
-  int64_t most_positions = 0;
-  for (const AttentionQuery& query : batch) most_positions = std::max(most_positions, query.n_positions);
+  const int64_t queries = static_cast<int64_t>(batch.size()), threads = parallel_threads();
+  int64_t all_positions = 0, most_positions = 0;
+  for (const AttentionQuery& query : batch)
+    all_positions += query.n_positions, most_positions = std::max(most_positions, query.n_positions);
+  std::vector<QueryUnits> plan(static_cast<std::size_t>(queries) + 1);  // the last entry: the batch's totals
+  for (int64_t q = 0; q < queries; ++q) {
+    const int64_t positions = batch[q].n_positions;
+    const int64_t wanted = (threads * positions + all_positions * kv_heads - 1) / (all_positions * kv_heads);
+    const int64_t splits = std::clamp<int64_t>(wanted, 1, group), heads_per_unit = (group + splits - 1) / splits;
+    plan[q + 1] = {plan[q].first_unit + kv_heads * splits, 0, 0, plan[q].first_cost + kv_heads * splits * heads_per_unit * positions};
+    plan[q].splits = splits, plan[q].heads_per_unit = heads_per_unit;
+  }
   const AttentionQuery* first_query = batch.data();
-  for_each_share(heads_of_queries * splits, [=](int64_t first_unit, int64_t last_unit) {
+  const QueryUnits* units_of = plan.data();
+  on_every_thread([=](int thread, int team) {
     // Per-thread buffers kept from call to call (decode calls this once per layer and step),
     // zeroed again when the head size changes: only then could a padding column hold a value.
-    thread_local std::vector<float> rows, head_queries, sums, scores;  // (kRows, width), (heads_per_unit, width) twice, (heads_per_unit, positions)
+    thread_local std::vector<float> rows, head_queries, sums, scores;  // (kRows, width), (group, width) twice, (group, positions)
     thread_local int64_t zeroed_for_head_dim = -1;
-    if (zeroed_for_head_dim != hd || head_queries.size() < static_cast<std::size_t>(heads_per_unit * width)) {
-      rows.assign(kRows * width, 0.0f), head_queries.assign(heads_per_unit * width, 0.0f), sums.assign(heads_per_unit * width, 0.0f);
+    if (zeroed_for_head_dim != hd || head_queries.size() < static_cast<std::size_t>(group * width)) {
+      rows.assign(kRows * width, 0.0f), head_queries.assign(group * width, 0.0f), sums.assign(group * width, 0.0f);
       zeroed_for_head_dim = hd;
     }
-    if (scores.size() < static_cast<std::size_t>(heads_per_unit * most_positions))
-      scores.resize(static_cast<std::size_t>(heads_per_unit * most_positions));
-    for (int64_t unit = first_unit; unit < last_unit; ++unit) {
-      const AttentionQuery& query = first_query[unit / (shape.n_kv_heads * splits)];
-      const int64_t kv_head = unit / splits % shape.n_kv_heads, first = kv_head * group + unit % splits * heads_per_unit;
-      const int64_t heads = std::min(heads_per_unit, (kv_head + 1) * group - first);
-      if (heads <= 0) continue;  // the group split into fewer runs than units
-      const int64_t kv_offset = kv_head * head_size, n_positions = query.n_positions;
-      for (int64_t i = 0; i < heads; ++i) std::copy_n(query.q + (first + i) * hd, hd, &head_queries[i * width]);
-      for (int64_t t0 = 0; t0 < n_positions; t0 += kRows) {
-        const int64_t n = std::min(kRows, n_positions - t0);
-        widen_rows(rows.data(), static_cast<const std::byte*>(query.keys) + t0 * row_size, kv_type, row_size, kv_offset, n, hd, width);
-        for (int64_t i = 0; i < heads; ++i)
-          score_rows(&scores[i * n_positions + t0], &head_queries[i * width], rows.data(), n, width, scale);
+    if (scores.size() < static_cast<std::size_t>(group * most_positions))
+      scores.resize(static_cast<std::size_t>(group * most_positions));
+    const int64_t total = units_of[queries].first_cost;
+    const int64_t share_begin = total * thread / team, share_end = total * (thread + 1) / team;
+    for (int64_t q = 0; q < queries; ++q) {
+      const QueryUnits& units = units_of[q];
+      if (units_of[q + 1].first_cost <= share_begin) continue;
+      if (units.first_cost >= share_end) break;
+      const AttentionQuery& query = first_query[q];
+      const int64_t n_positions = query.n_positions, unit_cost = units.heads_per_unit * n_positions;
+      for (int64_t local = 0; local < kv_heads * units.splits; ++local) {
+        const int64_t starts_at = units.first_cost + local * unit_cost;  // this thread's when in its share
+        if (starts_at < share_begin || starts_at >= share_end) continue;
+        const int64_t kv_head = local / units.splits, first = kv_head * group + local % units.splits * units.heads_per_unit;
+        const int64_t heads = std::min(units.heads_per_unit, (kv_head + 1) * group - first);
+        if (heads <= 0) continue;  // the group split into fewer runs than units
+        const int64_t kv_offset = kv_head * head_size;
+        for (int64_t i = 0; i < heads; ++i) std::copy_n(query.q + (first + i) * hd, hd, &head_queries[i * width]);
+        for (int64_t t0 = 0; t0 < n_positions; t0 += kRows) {
+          const int64_t n = std::min(kRows, n_positions - t0);
+          widen_rows(rows.data(), static_cast<const std::byte*>(query.keys) + t0 * row_size, kv_type, row_size, kv_offset, n, hd, width);
+          for (int64_t i = 0; i < heads; ++i)
+            score_rows(&scores[i * n_positions + t0], &head_queries[i * width], rows.data(), n, width, scale);
+        }
+        for (int64_t i = 0; i < heads; ++i) softmax(&scores[i * n_positions], n_positions);
+        std::fill_n(sums.begin(), heads * width, 0.0f);
+        for (int64_t t0 = 0; t0 < n_positions; t0 += kRows) {
+          const int64_t n = std::min(kRows, n_positions - t0);
+          widen_rows(rows.data(), static_cast<const std::byte*>(query.values) + t0 * row_size, kv_type, row_size, kv_offset, n, hd, width);
+          for (int64_t i = 0; i < heads; ++i)
+            accumulate_rows(&sums[i * width], &scores[i * n_positions + t0], rows.data(), n, width);
+        }
+        for (int64_t i = 0; i < heads; ++i) std::copy_n(&sums[i * width], hd, query.out + (first + i) * hd);
       }
-      for (int64_t i = 0; i < heads; ++i) softmax(&scores[i * n_positions], n_positions);
-      std::fill_n(sums.begin(), heads * width, 0.0f);
-      for (int64_t t0 = 0; t0 < n_positions; t0 += kRows) {
-        const int64_t n = std::min(kRows, n_positions - t0);
-        widen_rows(rows.data(), static_cast<const std::byte*>(query.values) + t0 * row_size, kv_type, row_size, kv_offset, n, hd, width);
-        for (int64_t i = 0; i < heads; ++i)
-          accumulate_rows(&sums[i * width], &scores[i * n_positions + t0], rows.data(), n, width);
-      }
-      for (int64_t i = 0; i < heads; ++i) std::copy_n(&sums[i * width], hd, query.out + (first + i) * hd);
     }
   });
 }

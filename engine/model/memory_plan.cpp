@@ -60,8 +60,10 @@ std::string MemoryPlan::describe() const {
 
 uint64_t scratch_bytes(const LlamaConfig& c, int64_t chunk, int64_t context) {
   // Per token: x, xb, xb2, q (dim each), k, v (kv_dim each), hb, hb2 (ffn_dim each), the rotary
-  // angles (head_dim), logits (vocab); plus attention scores over the context, at most
-  // (n_heads, context) over all threads (each thread holds those of the query heads it runs).
+  // angles (head_dim), logits (vocab); plus attention scores over the context, counted as
+  // (n_heads, context). Each thread keeps its own, (query heads per KV head, longest context) as
+  // thread-local buffers: threads x that can exceed n_heads x context where threads outnumber
+  // KV heads (TinyLlama at 64 threads: 16x, 8 MiB at 4096 positions), small beside the KV cache.
   const int64_t per_token = 4 * c.dim + 2 * c.kv_dim() + 2 * c.ffn_dim + c.head_dim + c.vocab_size;
   return static_cast<uint64_t>(chunk * per_token + c.n_heads * context) * sizeof(float);
 }

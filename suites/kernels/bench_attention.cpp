@@ -1,9 +1,11 @@
 // Prefill attention per tile size: 512 queries (a prompt chunk) at the end of a 512- and a
 // 2048-position context, LLaMA-7B's head layout (32 heads of 128), against the plain kernel run
-// query by query; and decode's one query (attention_decode). FLOP/s counts 4 * head_dim per
+// query by query; decode's one query (attention_decode); and a decode step's queries of several
+// sequences, one call each or batched (attention_decode_batch). FLOP/s counts 4 * head_dim per
 // (query, visible key, head): q.k and p.v.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -117,5 +119,44 @@ void DecodeCases(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_AttentionDecode)->Name("attention_decode")->Apply(DecodeCases)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// A decode step's attention for several sequences: the first at `first_positions`, the others at
+// `other_positions`, TinyLlama's layout (32 heads of 64, 4 KV heads), F32 cache; every query reads
+// a prefix of one shared cache. Mode 0 runs one call per query (one parallel loop each), mode 1
+// one batched call. Arguments: sequences, first_positions, other_positions, mode.
+void BM_AttentionDecodeBatch(benchmark::State& state) {
+  const int64_t sequences = state.range(0), first_positions = state.range(1), other_positions = state.range(2);
+  const bool batched = state.range(3) == 1;
+  const AttentionShape shape{32, 4, 64};
+  const int64_t dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
+  const int64_t longest = std::max(first_positions, other_positions);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> q(sequences * dim), out(sequences * dim), keys(longest * kv_dim), values(longest * kv_dim);
+  for (auto* v : {&q, &keys, &values})
+    for (float& x : *v) x = dist(rng);
+  std::vector<cpullm::AttentionQuery> batch;
+  for (int64_t s = 0; s < sequences; ++s)
+    batch.push_back({out.data() + s * dim, q.data() + s * dim, keys.data(), values.data(),
+                     s == 0 ? first_positions : other_positions});
+  for (auto _ : state) {
+    if (batched) {
+      cpullm::attention(batch, cpullm::GgmlType::F32, shape);
+    } else {
+      for (const cpullm::AttentionQuery& one : batch)
+        cpullm::attention(one.out, one.q, one.keys, one.values, cpullm::GgmlType::F32, one.n_positions, shape);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetLabel(batched ? "one batched call" : "one call per query");
+}
+
+BENCHMARK(BM_AttentionDecodeBatch)
+    ->Name("attention_decode_batch")
+    ->ArgsProduct({{32}, {16}, {16}, {0, 1}})
+    ->ArgsProduct({{32}, {2048}, {16}, {0, 1}})
+    ->ArgsProduct({{4}, {32768}, {16}, {0, 1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
