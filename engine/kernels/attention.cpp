@@ -84,7 +84,6 @@ void widen_rows(float* rows, const std::byte* cache, GgmlType kv_type, int64_t r
 // How attention_single_queries splits one query into units: its KV heads, each split into runs of
 // the query heads that read it.
 struct QueryUnits {
-  int64_t first_unit;      // the batch's units before this query's
   int64_t splits;          // runs of query heads per KV head
   int64_t heads_per_unit;  // query heads a run holds (the last run of a group may hold fewer)
   int64_t first_cost;      // the work of the batch's units before this query's, in head-positions
@@ -112,13 +111,16 @@ void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv
   int64_t all_positions = 0, most_positions = 0;
   for (const AttentionQuery& query : batch)
     all_positions += query.n_positions, most_positions = std::max(most_positions, query.n_positions);
-  std::vector<QueryUnits> plan(static_cast<std::size_t>(queries) + 1);  // the last entry: the batch's totals
+  // The last entry holds the batch's total work. Kept from call to call on the calling thread
+  // (decode calls this once per layer and step).
+  thread_local std::vector<QueryUnits> plan;
+  plan.assign(static_cast<std::size_t>(queries) + 1, QueryUnits{});
   for (int64_t q = 0; q < queries; ++q) {
     const int64_t positions = batch[q].n_positions;
     const int64_t wanted = (threads * positions + all_positions * kv_heads - 1) / (all_positions * kv_heads);
     const int64_t splits = std::clamp<int64_t>(wanted, 1, group), heads_per_unit = (group + splits - 1) / splits;
-    plan[q + 1] = {plan[q].first_unit + kv_heads * splits, 0, 0, plan[q].first_cost + kv_heads * splits * heads_per_unit * positions};
-    plan[q].splits = splits, plan[q].heads_per_unit = heads_per_unit;
+    plan[q] = {splits, heads_per_unit, plan[q].first_cost};
+    plan[q + 1].first_cost = plan[q].first_cost + kv_heads * splits * heads_per_unit * positions;
   }
   const AttentionQuery* first_query = batch.data();
   const QueryUnits* units_of = plan.data();
