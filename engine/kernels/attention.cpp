@@ -97,7 +97,7 @@ struct QueryUnits {
 // step of 32 sequences ran 32 loops a layer, each a job of a few microseconds' work at short
 // contexts. Work grows with a query's context, so a query's groups are split as far as its share
 // of the batch's positions needs threads (a long context among short ones gets as many as it would
-// alone), and each thread takes the units whose work starts in its share of the total work. Each
+// alone), and each thread takes the units whose middle lies in its share of the total work. Each
 // head's arithmetic is the same in any unit, so the output depends on neither the thread count nor
 // the batch.
 void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv_type, const AttentionShape& shape) {
@@ -144,8 +144,8 @@ void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv
       const AttentionQuery& query = first_query[q];
       const int64_t n_positions = query.n_positions, unit_cost = units.heads_per_unit * n_positions;
       for (int64_t local = 0; local < kv_heads * units.splits; ++local) {
-        const int64_t starts_at = units.first_cost + local * unit_cost;  // this thread's when in its share
-        if (starts_at < share_begin || starts_at >= share_end) continue;
+        const int64_t middle = units.first_cost + local * unit_cost + unit_cost / 2;  // this thread's when in its share
+        if (middle < share_begin || middle >= share_end) continue;
         const int64_t kv_head = local / units.splits, first = kv_head * group + local % units.splits * units.heads_per_unit;
         const int64_t heads = std::min(units.heads_per_unit, (kv_head + 1) * group - first);
         if (heads <= 0) continue;  // the group split into fewer runs than units
