@@ -4,8 +4,8 @@
 #include <memory>
 
 #include "cli/commands.hpp"
-#include "engine/bench/reporters.hpp"
-#include "engine/results/results_db.hpp"
+#include "harness/bench/reporters.hpp"
+#include "harness/results/results_db.hpp"
 #include "engine/util/error.hpp"
 
 namespace cpullm::cli {

@@ -8,7 +8,7 @@
 
 #include "cli/commands.hpp"
 #include "engine/runtime/topology.hpp"
-#include "engine/eval/quant_eval.hpp"
+#include "harness/eval/quant_eval.hpp"
 #include "engine/util/error.hpp"
 
 namespace cpullm::cli {

@@ -1,4 +1,4 @@
-"""The results database (engine/results/schema.sql) as plain dicts: a SQLite file or a
+"""The results database (harness/results/schema.sql) as plain dicts: a SQLite file or a
 postgresql:// URL. Reports only read; scripts/nightly also writes the kernel benchmarks it runs
 (the C++ writer behind `cpullm bench --db` writes everything else)."""
 import json
@@ -7,7 +7,7 @@ import re
 import sqlite3
 from dataclasses import dataclass, field
 
-SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "engine", "results", "schema.sql")
+SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness", "results", "schema.sql")
 
 
 class DatabaseError(Exception):

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """End-to-end checks of `cpullm db` on an SQLite results database.
 
-The database is made here the way any Python reader could: sqlite3 runs engine/results/schema.sql
+The database is made here the way any Python reader could: sqlite3 runs harness/results/schema.sql
 as it stands, then the rows of one run go in with plain SQL. `cpullm db` must list the run, show
 its point as a table and export it as JSON under the schema's column names, and refuse an absent
 file, an unknown run and a missing run id with one 'cpullm: error:' line. test_postgres.py runs
@@ -16,7 +16,7 @@ import sys
 from cli_checks import check, expect_error, parse_context, run_checks
 from results_db_checks import ROWS, check_db_cli
 
-SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "engine", "results", "schema.sql")
+SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "harness", "results", "schema.sql")
 
 
 def sqlite_database(path):

@@ -7,13 +7,13 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/bench/bench_db.hpp"
-#include "engine/bench/bench_plan.hpp"
-#include "engine/bench/load_scenario.hpp"
-#include "engine/bench/reporters.hpp"
-#include "engine/bench/statistics.hpp"
-#include "engine/bench/value_lists.hpp"
-#include "engine/bench/workloads.hpp"
+#include "harness/bench/bench_db.hpp"
+#include "harness/bench/bench_plan.hpp"
+#include "harness/bench/load_scenario.hpp"
+#include "harness/bench/reporters.hpp"
+#include "harness/bench/statistics.hpp"
+#include "harness/bench/value_lists.hpp"
+#include "harness/bench/workloads.hpp"
 #include "engine/util/error.hpp"
 #include "tests/unit/test_support.hpp"
 

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "engine/eval/quant_eval.hpp"
+#include "harness/eval/quant_eval.hpp"
 #include "engine/synthetic/synthetic_model.hpp"
 #include "tests/unit/test_support.hpp"
 

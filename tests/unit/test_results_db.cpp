@@ -9,9 +9,9 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "engine/results/backend.hpp"
-#include "engine/results/results_db.hpp"
-#include "engine/results/schema.hpp"
+#include "harness/results/backend.hpp"
+#include "harness/results/results_db.hpp"
+#include "harness/results/schema.hpp"
 #include "engine/util/error.hpp"
 #include "tests/unit/test_support.hpp"
 

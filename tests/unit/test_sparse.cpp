@@ -7,7 +7,7 @@
 #include <cmath>
 #include <random>
 
-#include "engine/eval/quant_eval.hpp"
+#include "harness/eval/quant_eval.hpp"
 #include "engine/format/gguf.hpp"
 #include "engine/format/gguf_writer.hpp"
 #include "engine/kernels/matmul.hpp"

@@ -1,0 +1,41 @@
+#include "harness/bench/model_facts.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+
+#include "engine/format/gguf.hpp"
+
+namespace cpullm {
+
+ModelFacts describe_model(const GgufFile& file) {
+  ModelFacts facts;
+  facts.filename = file.path();
+  for (const GgufTensorInfo& t : file.tensors()) {
+    facts.size += t.bytes;
+    facts.n_params += static_cast<uint64_t>(t.elements());
+  }
+  const GgufTensorInfo& embedding = file.require_tensor("token_embd.weight");
+  const bool tied = file.find_tensor("output.weight") == nullptr;
+  facts.embedding_row_bytes = embedding.bytes / static_cast<uint64_t>(std::max<int64_t>(embedding.ne[1], 1));
+  facts.decode_step_bytes = facts.size - (tied ? 0 : embedding.bytes - facts.embedding_row_bytes);
+  // The matrices' format is the first block's query projection's (what quantize changes).
+  const GgufTensorInfo& q = file.require_tensor("blk.0.attn_q.weight");
+  std::string type_name(ggml_type_name(q.type));
+  facts.format = q.type == GgmlType::CPULLM_INT8_CHANNEL ? "int8-channel"
+                 : q.type == GgmlType::CPULLM_Q4_0_R8    ? "q4_0-r8"
+                 : q.type == GgmlType::CPULLM_Q8_0_R8    ? "q8_0-r8"
+                                                         : type_name;
+  std::transform(facts.format.begin(), facts.format.end(), facts.format.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  // llama-bench's "llama 7B Q4_0": parameters in billions, or millions (thousands) for small models.
+  const double params = static_cast<double>(facts.n_params);
+  const std::string count = params >= 1e9   ? fmt::format("{:.1f}B", params / 1e9)
+                            : params >= 1e6 ? fmt::format("{:.0f}M", params / 1e6)
+                                            : fmt::format("{:.0f}K", params / 1e3);
+  facts.type = fmt::format("llama {} {}", count, type_name);
+  return facts;
+}
+
+}  // namespace cpullm

@@ -1,0 +1,114 @@
+#include "harness/bench/workloads.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "engine/quant/quantize_model.hpp"
+#include "engine/util/error.hpp"
+
+namespace cpullm {
+namespace {
+
+// A named shape with the keys given overriding its sizes, or a custom shape from the keys alone.
+SyntheticShape workload_shape(const std::string& path, const std::string& name, const nlohmann::json& model) {
+  const std::string shape_name = model.value("shape", "");
+  SyntheticShape shape{"custom", 0, 0, 0, 0, 0, 0, 2048};
+  if (shape_name != "custom") {
+    auto named = named_shape(shape_name);
+    if (!named) fail_file(path, "workload '{}': unknown model shape '{}'", name, shape_name);
+    shape = *named;
+  }
+  shape.n_layers = model.value("layers", shape.n_layers);
+  shape.dim = model.value("dim", shape.dim);
+  shape.ffn_dim = model.value("ffn", shape.ffn_dim);
+  shape.n_heads = model.value("heads", shape.n_heads);
+  shape.n_kv_heads = model.value("kv_heads", shape.n_kv_heads ? shape.n_kv_heads : shape.n_heads);
+  shape.vocab_size = model.value("vocab", shape.vocab_size);
+  shape.context = model.value("ctx", shape.context);
+  if (shape.n_layers < 1 || shape.dim < 1 || shape.ffn_dim < 1 || shape.n_heads < 1 || shape.vocab_size < 1)
+    fail_file(path, "workload '{}': the model needs layers, dim, ffn, heads and vocab >= 1", name);
+  return shape;
+}
+
+}  // namespace
+
+std::string default_workloads_path() { return CPULLM_WORKLOADS_FILE; }
+
+std::vector<Workload> read_workloads(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail_file(path, "cannot open the workloads file");
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail_file(path, "not valid JSON: {}", e.what());
+  }
+  if (!doc.contains("workloads") || !doc["workloads"].is_array()) fail_file(path, "no \"workloads\" array");
+  std::vector<Workload> workloads;
+  for (const auto& item : doc["workloads"]) {
+    Workload w;
+    try {
+      w.name = item.at("name").get<std::string>();
+      w.description = item.value("description", "");
+      w.shape = workload_shape(path, w.name, item.at("model"));
+      w.shape.name = w.name;
+      w.format = item.at("format").get<std::string>();
+      w.n_seq = item.value("n_seq", 1);
+      w.n_prompt = item.value("n_prompt", int64_t{0});
+      w.n_gen = item.value("n_gen", int64_t{0});
+      w.n_batch = item.value("n_batch", int64_t{512});
+      w.repetitions = item.value("repetitions", 1);
+      w.kv_type = item.value("kv_type", std::string("f32"));
+    } catch (const nlohmann::json::exception& e) {
+      fail_file(path, "workload '{}': {}", w.name, e.what());
+    }
+    const std::set<std::string> formats = {"f32", "f16", "bf16", "q8_0", "q4_0", "q8_0-r8", "q4_0-r8", "int8-channel"};
+    if (!formats.contains(w.format))
+      fail_file(path, "workload '{}': format '{}' is none of f32, f16, bf16, q8_0, q4_0, q8_0-r8, q4_0-r8, int8-channel", w.name,
+                w.format);
+    if (w.kv_type != "f32" && w.kv_type != "f16" && w.kv_type != "bf16")
+      fail_file(path, "workload '{}': kv_type '{}' is none of f32, f16, bf16", w.name, w.kv_type);
+    if (w.n_seq < 1 || w.n_prompt < 0 || w.n_gen < 0 || w.n_prompt + w.n_gen < 1 || w.n_batch < 1 || w.repetitions < 1)
+      fail_file(path, "workload '{}': needs n_seq, n_batch, repetitions >= 1 and some prompt or generated tokens", w.name);
+    workloads.push_back(w);
+  }
+  return workloads;
+}
+
+Workload find_workload(const std::string& path, const std::string& name) {
+  std::string names;
+  for (const Workload& w : read_workloads(path)) {
+    if (w.name == name) return w;
+    names += (names.empty() ? "" : ", ") + w.name;
+  }
+  fail_file(path, "no workload named '{}' (there are: {})", name, names);
+}
+
+std::string ensure_workload_model(const Workload& workload, const std::string& dir) {
+  namespace fs = std::filesystem;
+  const fs::path target = fs::path(dir) / (workload.name + "-" + workload.format + ".gguf");
+  if (fs::exists(target)) return target.string();
+  fs::create_directories(dir);
+  const bool direct = workload.format == "f32" || workload.format == "f16" || workload.format == "bf16";
+  SyntheticModelOptions options;
+  options.shape = workload.shape;
+  options.dtype = workload.format == "f32" ? GgmlType::F32 : workload.format == "bf16" ? GgmlType::BF16 : GgmlType::F16;
+  // Written under a temporary name and renamed at the end: an interrupted run leaves no half model.
+  const fs::path written = target.string() + (direct ? ".partial" : ".f16.partial");
+  write_synthetic_model(written.string(), options);
+  if (direct) {
+    fs::rename(written, target);
+    return target.string();
+  }
+  QuantizeOptions quantize;
+  quantize.type = quantize_type_from_name(workload.format);
+  const fs::path quantized = target.string() + ".partial";
+  quantize_model(written.string(), quantized.string(), quantize);
+  fs::remove(written);
+  fs::rename(quantized, target);
+  return target.string();
+}
+
+}  // namespace cpullm

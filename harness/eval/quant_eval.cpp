@@ -1,0 +1,108 @@
+#include "harness/eval/quant_eval.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+
+#include "engine/model/model.hpp"
+#include "engine/quant/quantize_model.hpp"
+#include "engine/quant/sparsify.hpp"
+#include "engine/tokenizer/tokenizer.hpp"
+#include "engine/util/error.hpp"
+
+namespace cpullm {
+namespace {
+
+// out (n) = log softmax(logits), in double so KL of nearly equal distributions stays exact.
+void log_softmax(std::span<const float> logits, std::vector<double>& out) {
+  const double max = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float v : logits) sum += std::exp(v - max);
+  const double log_sum = std::log(sum);
+  out.resize(logits.size());
+  for (std::size_t i = 0; i < logits.size(); ++i) out[i] = logits[i] - max - log_sum;
+}
+
+struct Candidate {
+  QuantEvalResult result;
+  std::unique_ptr<Model> model;
+  double nll_sum = 0, kl_sum = 0;
+  int64_t agreements = 0;
+};
+
+}  // namespace
+
+QuantizeOptions quantize_options_for(std::string_view format) {
+  const std::size_t plus = format.find('+');
+  std::string_view type = format.substr(0, plus), sparsity = plus == std::string_view::npos ? "" : format.substr(plus + 1);
+  if (plus == std::string_view::npos &&
+      (format.starts_with("sparse") || format.starts_with("block") || format.find(':') != std::string_view::npos))
+    type = "", sparsity = format;
+  QuantizeOptions options;
+  options.type = type.empty() ? std::nullopt : std::optional(quantize_type_from_name(type));
+  if (!sparsity.empty()) options.sparsity = parse_sparsity_name(sparsity);
+  return options;
+}
+
+std::vector<QuantEvalResult> evaluate_quantization(const std::string& model_path, std::string_view text,
+                                                   const QuantEvalOptions& options) {
+  if (options.window < 2) fail("eval-quant: --window must be at least 2 tokens");
+  std::filesystem::create_directories(options.work_dir);
+
+  // The source and one quantized copy per format, each with a context of one window.
+  std::vector<Candidate> candidates;
+  candidates.push_back({{"source", std::filesystem::file_size(model_path)}, std::make_unique<Model>(model_path, options.window)});
+  for (const std::string& format : options.formats) {
+    QuantizeOptions quantize = quantize_options_for(format);
+    quantize.keep = options.keep;
+    quantize.progress = false;
+    const std::string path = (std::filesystem::path(options.work_dir) / (format + ".gguf")).string();
+    quantize_model(model_path, path, quantize);
+    candidates.push_back({{format, std::filesystem::file_size(path)}, std::make_unique<Model>(path, options.window)});
+  }
+
+  const Tokenizer tokenizer = Tokenizer::from_gguf(candidates.front().model->file());
+  const std::vector<int32_t> text_tokens = tokenizer.encode(text, false);
+  if (text_tokens.size() < 2) fail("eval-quant: the text gives {} tokens; at least 2 are needed", text_tokens.size());
+
+  // Windows of BOS + (window - 1) text tokens; position p predicts the window's token p + 1.
+  std::vector<double> source_log_probs, log_probs;
+  std::vector<std::vector<double>> window_source;  // (positions, vocab) the source's log-probabilities
+  for (std::size_t start = 0; start + 1 < text_tokens.size(); start += options.window - 1) {
+    std::vector<int32_t> window = {tokenizer.bos()};
+    const std::size_t end = std::min(text_tokens.size(), start + options.window - 1);
+    window.insert(window.end(), text_tokens.begin() + start, text_tokens.begin() + end);
+    const int64_t positions = static_cast<int64_t>(window.size()) - 1;
+
+    window_source.resize(positions);
+    for (Candidate& c : candidates) {
+      const bool source = &c == &candidates.front();
+      for (int64_t pos = 0; pos < positions; ++pos) {
+        log_softmax(c.model->forward(window[pos], pos), source ? window_source[pos] : log_probs);
+        const std::vector<double>& lp = source ? window_source[pos] : log_probs;
+        c.nll_sum -= lp[window[pos + 1]];
+        if (source) continue;
+        const std::vector<double>& reference = window_source[pos];
+        double kl = 0;
+        for (std::size_t i = 0; i < lp.size(); ++i) kl += std::exp(reference[i]) * (reference[i] - lp[i]);
+        c.kl_sum += kl;
+        c.agreements += std::max_element(lp.begin(), lp.end()) - lp.begin() ==
+                        std::max_element(reference.begin(), reference.end()) - reference.begin();
+      }
+      c.result.positions += positions;
+    }
+  }
+
+  std::vector<QuantEvalResult> results;
+  for (Candidate& c : candidates) {
+    const double n = static_cast<double>(c.result.positions);
+    c.result.perplexity = std::exp(c.nll_sum / n);
+    c.result.mean_kl = c.kl_sum / n;
+    c.result.top1_agreement = &c == &candidates.front() ? 1.0 : c.agreements / n;
+    results.push_back(c.result);
+  }
+  return results;
+}
+
+}  // namespace cpullm
