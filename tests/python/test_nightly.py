@@ -35,6 +35,19 @@ class Statistics(unittest.TestCase):
         self.assertAlmostEqual(p, math.erfc(12 / math.sqrt(25 * 11 / 12) / math.sqrt(2)), places=12)
         self.assertEqual(regression.mann_whitney_u([3, 3, 3], [3, 3])[1], 1.0)  # all tied: no evidence
 
+    def test_mann_whitney_known_values(self):
+        # x's ranks in 11 12 16 17 19 20 22 24 29 are 3 5 7 8 9: U = 32 - 15 = 17; variance
+        # 5 * 4 * 10 / 12, z = (7 - 0.5) / 4.082 = 1.592, two-sided p = 0.1113.
+        u, p = regression.mann_whitney_u([19, 22, 16, 29, 24], [20, 11, 17, 12])
+        self.assertEqual(u, 17)
+        self.assertAlmostEqual(p, 0.1113, places=4)
+        # Ties: 1 1 1 | 2 | 3 3 3 | 5 rank 2, 4, 6, 8, so x's sum is 22 and U = 12; the tie
+        # correction takes the variance to 16 / 12 * (9 - 48 / 56) = 10.857, z = 3.5 / 3.295 = 1.062,
+        # p = 0.2881.
+        u, p = regression.mann_whitney_u([1, 3, 3, 5], [1, 1, 3, 2])
+        self.assertEqual(u, 12)
+        self.assertAlmostEqual(p, 0.2881, places=4)
+
     def test_identical_distributions_not_flagged(self):
         rng = np.random.default_rng(7)
         verdicts = [regression.compare(rng.normal(100, 8, 30), rng.normal(100, 8, 7), 0.01, 0.10).verdict for _ in range(300)]
