@@ -308,7 +308,7 @@ void run_profile(const ProfileOptions& o) {
   close_likwid_markers();
 
   // The roof reads fresh anonymous memory; a model cached in 4 KiB pages reads slower than one in
-  // 2 MiB pages on some hosts (docs/kernels.md, "Decode, session 10"), so say which it was.
+  // 2 MiB pages on some hosts (docs/kernels-decode.md, "Page sizes"), so say which it was.
   const MappedFile& mapping = model.file().mapping();
   const std::string counter_text = counters ? counters->describe() : "off (--no-counters)";
   const std::string energy_text = energy.available() ? fmt::format("RAPL, {} domains", energy.domains().size())

@@ -14,7 +14,7 @@ from page import Section, esc, table
 CONFIG_OPTIONS = ["model_n_params", "format", "test", "n_threads", "isa", "binding", "cpuset", "numa", "placement",
                   "attn_tile", "kv_type", "n_batch", "n_seq", "n_prompt", "n_gen", "prefetch", "sparsity"]
 SEED_HOST = "E5-4627 v4"
-# A claim of "better" without a number is counted as a 5% gain: smaller is within this host's noise.
+# A claim of "better" without a number is counted as a 5% gain: smaller is within a shared host's noise.
 QUALITATIVE = 1.05
 
 

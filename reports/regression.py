@@ -1,44 +1,21 @@
-"""Regression statistics for scripts/nightly (numpy only): the Mann-Whitney U test between this
-run's repetitions and the history's, a minimum effect size on the medians, and binary
-segmentation over the series of per-run medians to find the run where a step happened."""
+"""Regression statistics for scripts/nightly: the Mann-Whitney U test (scipy) between this run's
+repetitions and the history's, a minimum effect size on the medians, and binary segmentation over
+the series of per-run medians to find the run where a step happened."""
 import math
 from dataclasses import dataclass
 
 import numpy as np
-
-
-def ranks(values):
-    """Ranks 1..n of values, ties given their average rank."""
-    order = np.argsort(values, kind="mergesort")
-    sorted_values = values[order]
-    result = np.empty(len(values))
-    i = 0
-    while i < len(values):
-        j = i
-        while j + 1 < len(values) and sorted_values[j + 1] == sorted_values[i]:
-            j += 1
-        result[order[i:j + 1]] = (i + j) / 2 + 1
-        i = j + 1
-    return result
+from scipy import stats
 
 
 def mann_whitney_u(x, y):
     """(U of x, two-sided p) for "x and y come from the same distribution". The normal
     approximation with the tie correction and a continuity correction: accurate enough from
     about 5 values per side, and conservative (too large a p) below that. All values tied: p = 1."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    n1, n2 = len(x), len(y)
-    if n1 == 0 or n2 == 0:
+    if len(x) == 0 or len(y) == 0:
         raise ValueError("mann_whitney_u needs values on both sides")
-    r = ranks(np.concatenate([x, y]))
-    u = r[:n1].sum() - n1 * (n1 + 1) / 2
-    n = n1 + n2
-    _, tie_counts = np.unique(np.concatenate([x, y]), return_counts=True)
-    variance = n1 * n2 / 12 * ((n + 1) - (tie_counts ** 3 - tie_counts).sum() / (n * (n - 1)))
-    if variance <= 0:
-        return u, 1.0
-    z = (abs(u - n1 * n2 / 2) - 0.5) / math.sqrt(variance)
-    return u, min(1.0, math.erfc(max(z, 0) / math.sqrt(2)))
+    result = stats.mannwhitneyu(x, y, alternative="two-sided", use_continuity=True, method="asymptotic")
+    return float(result.statistic), float(result.pvalue)
 
 
 @dataclass
@@ -72,7 +49,8 @@ def change_points(series, min_effect, min_size=2):
     series[i - 1] and series[i], by binary segmentation: split where the squared error drops
     most, keep the split when the drop beats a BIC-style penalty (2 sigma^2 log n, sigma from
     the median absolute successive difference) and the two means differ by min_effect of the
-    median; recurse on both halves."""
+    median; recurse on both halves. Written here because Debian packages no change-point
+    library (ruptures is on PyPI only), and scipy has none."""
     series = np.asarray(series, float)
     if len(series) < 2 * min_size:
         return []

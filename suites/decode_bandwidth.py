@@ -11,8 +11,8 @@ synthetic model at a real shape, quantize it, run `cpullm bench -p 0 -n TOKENS -
 as `cpullm generate` counts them), and print one line per run. `--prefetch` maps the embedding
 table after the first pass: each generated token reads one row of it, nearly always one no token
 read before, and a run of a few dozen tokens would otherwise time a page fault a token that a
-long-running server, whose table is mapped by then, does not pay (75-500 us a token on this
-project's VM; docs/kernels.md, "Decode, session 12").
+long-running server, whose table is mapped by then, does not pay (tens to hundreds of
+microseconds a token; docs/kernels-decode.md, "The embedding table's page faults").
 
 The same bench run also measures the roof inside the process, step by step (`--roof-pairs`,
 docs/bench.md): after its timed repetition, one more decode whose every step is followed by a
@@ -22,8 +22,9 @@ ratios. A host whose bandwidth changes within seconds moves both sides of a pair
 
 "cache GB/s" is the case's kernel with its matrix in cache (bench_kernels matvec/TYPE/DIM/DIM/ISA,
 the same threads), read right after the first roof: how fast the kernel computes. Where it is
-not well above the roof, the kernel, not memory, sets the decode speed (docs/kernels.md,
-"Decode, session 13"); the summary ends with every run's paired share grouped by that headroom.
+not well above the roof, the kernel, not memory, sets the decode speed (bench_kernels
+memory_read_work and cache_read_work measure how much of the roof a loop with a given headroom
+reads); the summary ends with every run's paired share grouped by that headroom.
 
 On a shared host the roof and the decode speed both move from one second to the next, so
 the roof is read right before and right after each case's runs and a run is held against their
@@ -33,10 +34,10 @@ change state around them), and `--baseline DIR` runs a second build's cpullm nex
 against the same roofs, the two taking turns going first, and reports the speed ratio of the two
 per repetition: the comparison that holds when absolute figures do not.
 
-How a model's pages sit in the page cache changes what a decode reads per second: on this
-project's VM, pages resident for hours stall for 10-200 ms at a time, now and then
-(docs/tuning.md, "Session 8"), and a file cached in 4 KiB pages reads slower than one cached
-in 2 MiB folios (docs/kernels.md, "Decode, session 10"). `--fresh-copies` gives every run its own
+How a model's pages sit in the page cache changes what a decode reads per second: on some
+hosts, pages resident for hours stall for 10-200 ms at a time, now and then (docs/tuning.md,
+"Page-cache stalls"; bench_kernels memory_read_file measures it), and a file cached in 4 KiB
+pages can read slower than one cached in 2 MiB folios (docs/kernels-decode.md, "Page sizes"). `--fresh-copies` gives every run its own
 copy of the model, written back to disk and dropped from the page cache just before the run
 (deleted after it): the engine then reads it from disk as a server does when it starts, through
 its mapping's huge-page advice, and no writeback of a copy runs beside a decode. The "2M pages"

@@ -8,8 +8,8 @@ Q4_0, 70% of the FMA peak for the float formats. For each case this script reads
 case's ISA level and thread count (bench_kernels' peak/KIND/ISA/THREADS: KIND 1 the int8 peak,
 VNNI vpdpbusd at AVX-512 and maddubs + madd + add at AVX2, KIND 0 FP32 FMA), runs `cpullm bench -p
 TOKENS -n 0 -r REPS`, and reads the peak again: the share is the prefill's operations per second
-over the mean of the two reads, so a host whose speed moves (this project's VM: the VNNI peak reads
-either ~1250 or ~1600 GOP/s from one minute to the next) is held against what it could do then.
+over the mean of the two reads, so a host whose speed moves (a shared host's peak can move by a
+quarter from one minute to the next) is held against what it could do then.
 
 Operations per token are the projections' (q, k, v, o, gate, up, down, and the output layer's for
 the prompt's last token), from `cpullm profile --json`'s analytic counts, a multiply-add counting

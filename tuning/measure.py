@@ -101,8 +101,8 @@ def bench_once(cpullm, model, point, workload, db=None):
     if decode.get("itl_p99_ms") is not None:
         sample["itl_p99_ms"] = decode["itl_p99_ms"]
     if decode.get("itl_p50_ms"):
-        # The median step's rate: what the machine decodes at between the stalls this shared
-        # host puts into some steps (docs/tuning.md, "Session 8"), which the mean takes in.
+        # The median step's rate: what the machine decodes at between the stalls a shared host
+        # puts into some steps (docs/tuning.md, "Page-cache stalls"), which the mean takes in.
         sample["decode_step_tps"] = decode.get("n_seq", 1) * 1e3 / decode["itl_p50_ms"]
     return sample
 

@@ -190,8 +190,8 @@ def profile_roofs(profile, sockets, cores_per_socket, strategy, bandwidth_effici
 # engine runs them for a step of N tokens (a decode step of N sequences, or a prompt chunk of N
 # tokens): TinyLlama-1.1B, LLaMA-7B.
 DECODE_LAYER_SHAPES = ((2048, 5632, 256), (4096, 11008, 4096))
-# matvec_decode's set of layers is the size of the model's decode step, up to this: reads on this
-# project's VM slow to memory speed from 256 MiB on (docs/tuning.md), so beyond 1 GiB (the read
+# matvec_decode's set of layers is the size of the model's decode step, up to this: reads of a few
+# hundred MiB can still run above memory speed on a shared host (docs/tuning.md), so beyond 1 GiB (the read
 # roof's buffer) a larger set changes nothing but the time to write it.
 DECODE_SET_MAX_MIB = 1024
 # `cpullm profile`'s regions that are matrix products; the others are the overhead. Of those, the

@@ -125,7 +125,7 @@ def print_predictions(args, shape, profile, topology, model_bytes):
     print(f"    bandwidth efficiency = {args.bandwidth_efficiency} (attainable share of theoretical bandwidth where no "
           f"measured figure exists; an assumption)")
     print(f"    compute efficiency = {args.compute_efficiency} (share of the FMA/int8 peak the GEMM reaches; "
-          f"docs/kernels.md measured ~0.42 for this project's F32 GEMM on the host)")
+          f"an assumption; suites/prefill_compute.py measures it)")
     print(f"    model: {shape.layers} layers, dim {shape.dim}, kv dim {shape.kv_dim}, vocab {shape.vocab}; "
           f"prompt {args.prompt} tokens, decode at position {args.prompt} with an F32 KV cache")
     strategies = list(roofline.numa_strategies(sockets)) if sockets > 1 else ["first-touch"]
@@ -215,9 +215,9 @@ def page_check(cpullm, model, thread_counts):
     """The read rate of the model file's own pages, mapped as the engine maps them, against the
     read roof's freshly allocated memory, PAGE_CHECK_WINDOWS windows of each, interleaved: per
     thread count {"file": [GB/s per window], "fresh": [...]}. The kernel rates come from freshly
-    written files; on this project's VM a model whose page-cache pages had been resident for
-    hours stalled reads for 10-200 ms at a time, which shows as a slow window
-    (docs/tuning.md, "Session 8")."""
+    written files; on some hosts a model whose page-cache pages have been resident for hours
+    stalls reads for 10-200 ms at a time, which shows as a slow window
+    (docs/tuning.md, "Page-cache stalls")."""
     result = {}
     for t in thread_counts:
         out = measure.run_checked([bench_kernels_path(cpullm), f"--read_file={model}",
@@ -252,10 +252,10 @@ def print_page_checks(checks):
             print(f"  {path}, {t} thread(s): file {stats.median(w['file']):.1f}, {min(w['file']):.1f} GB/s; fresh "
                   f"memory {stats.median(w['fresh']):.1f}, {min(w['fresh']):.1f} GB/s: {verdict}")
     if any(stalled_pages(c) for c in checks.values()):
-        print("  STALLED: on this host, reads of page-cache pages that have been resident for hours stall for 10-200 ms "
-              "at a time, now and then (docs/tuning.md, \"Session 8\"). The kernel rates are measured on freshly "
-              "written pages, so runs from a stalled file take stalls the predictions leave out: their points are "
-              "marked below. A fresh copy of the file (cp) did not stall here.")
+        print("  STALLED: reads of this file's page-cache pages stalled; on some hosts pages that have been resident "
+              "for hours stall for 10-200 ms at a time, now and then (docs/tuning.md, \"Page-cache stalls\"). The "
+              "kernel rates are measured on freshly written pages, so runs from a stalled file take stalls the "
+              "predictions leave out: their points are marked below. A fresh copy of the file (cp) has fresh pages.")
 
 
 def measure_overheads(cpullm, model, thread_counts, workload):
@@ -441,9 +441,9 @@ def run_errors(predictions, samples):
     from the rates measured around it, and the point's error. predictions and samples: one per
     run, in the order the runs were made.
 
-    This host stalls a process's memory reads for 10-200 ms at a time, now and then, when they
+    Some hosts stall a process's memory reads for 10-200 ms at a time, now and then, when they
     touch page-cache pages that have been resident for long: the model file's,
-    not the rate windows' freshly written ones (docs/tuning.md, "Session 8"). A stall is not the
+    not the rate windows' freshly written ones (docs/tuning.md, "Page-cache stalls"). A stall is not the
     machine's speed and no roofline predicts it, so decode is held to the run's median step
     (decode_step_tps; a build without it gives the mean). A prefill is one call with no steps
     to take a median of: its stalls stay in (and a file whose pages stall is marked, page_check).

@@ -144,7 +144,7 @@ PerfCounters::~PerfCounters() {
 void PerfCounters::read(double* values) {
   // Every thread reads its own group, in one job of the forward pass's team (docs/instrumentation.md,
   // "Overhead"): a read of a group counting a thread that runs on another CPU makes the kernel
-  // interrupt that CPU and wait for it: on this project's VM that made decode with counters 2.6x
+  // interrupt that CPU and wait for it: in a VM that can make decode with counters 2.6x
   // slower than without, and the other threads, spinning between jobs, counted CPU time all
   // through those reads, charged to every short region. With fewer threads than groups (a read
   // inside a job runs on one thread) thread t reads groups t, t + threads, ...

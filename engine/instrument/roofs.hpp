@@ -1,5 +1,5 @@
 // The two roofs of this machine's roofline, measured in a second or less so that `cpullm profile`
-// compares a run with the machine as it is now (this VM's bandwidth moves from run to run):
+// compares a run with the machine as it is now (a host's bandwidth can move from run to run):
 //   memory: a read of a buffer far beyond the last-level cache, on every OpenMP thread;
 //   compute: independent FMA chains at the vector width of a kernel level, on every thread.
 // Or they come from a hardware profile (cli/cmd_profile.cpp), each with its source.

@@ -185,7 +185,7 @@ void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv
 // A thread's units are consecutive: the query tiles of one head, then the next head's. Each key
 // tile of a KV head is packed once, when a unit first reaches it, and kept for the head's later
 // query tiles and for the other query heads of its group (packing every tile again for every query
-// tile made the attention benchmark 1.3-1.6x slower; docs/kernels.md, "Session 21"). A thread keeps
+// tile made bench_kernels attention 1.3-1.6x slower; docs/attention.md). A thread keeps
 // the first tiles that fit kKeptPanelBytes and packs the later ones again for every unit, into one
 // spare slot: a key tile shorter than a panel is padded to the panel's height (1x1 tiles at
 // AVX-512 take 64 keys' room), and over a long context the tiles would take hundreds of MiB a

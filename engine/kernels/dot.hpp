@@ -23,7 +23,7 @@ namespace cpullm {
 // bytes of a group's first halves and 32 of its second halves. In both the in-lane reduction of
 // a step's registers leaves block 4j + k's sum in place 4k + j of the 16: *reduction order*,
 // 0 4 8 12 1 5 9 13 2 6 10 14 3 7 11 15. The Q4_0 kernels' scales and offsets are stored in that
-// order, so no permute puts the sums back in block order (docs/kernels.md, "Decode, session 12").
+// order, so no permute puts the sums back in block order (docs/formats.md, "Q4_0").
 //
 // vpdpbusd and maddubs multiply unsigned by signed bytes. Q4_0's nibbles are weight + 8 and go
 // in as stored, unsigned: a block's lanes then hold w.a + 8 * sum(a) between them, and starting

@@ -79,8 +79,8 @@ inline __m256i block_products(__m256i w, __m256i magnitudes, __m256i a) {
 
 // In-lane unpacks reduce each 128-bit lane's four int32 sums of x and y to two each
 // (x0 + x2, y0 + y2, x1 + x3, y1 + y3), and quad_up those of two such pairs to one each: four
-// registers' lanes summed by 6 unpacks and 3 adds, 1.01-1.08x the three hadds they replaced
-// (docs/kernels.md, "Decode, session 10"). With Add = _mm256_add_epi16 they move int32 lanes
+// registers' lanes summed by 6 unpacks and 3 adds, 1.01-1.08x as fast as three hadds
+// (bench_kernels matvec). With Add = _mm256_add_epi16 they move int32 lanes
 // the same way and add the two int16 halves of each apart.
 template <__m256i (*Add)(__m256i, __m256i) = _mm256_add_epi32>
 inline __m256i pair_up(__m256i x, __m256i y) { return Add(_mm256_unpacklo_epi32(x, y), _mm256_unpackhi_epi32(x, y)); }
@@ -95,9 +95,9 @@ inline __m256i quad_up(__m256i x, __m256i y) { return Add(_mm256_unpacklo_epi64(
 // 8-15 its second's, each at most 4 * 15 * 127 = 7620 in magnitude. In-lane unpacks and int16
 // adds reduce the four pairs to two words per block (at most 4 * 7620 = 30480, still exact in
 // int16), and one madd leaves one exact int32 sum per block, in reduction order (dot.hpp): a madd
-// per 8 blocks where one per pair took 1.02-1.05x longer in L2 (docs/kernels.md, "Decode,
-// session 18"). The zero point's offsets, the scales, the conversion and the FMA then run once
-// per 8 blocks and token instead of once per pair (docs/kernels.md, "Decode, session 9").
+// per 8 blocks where one per pair takes 1.02-1.05x longer in L2 (bench_kernels matvec). The zero
+// point's offsets, the scales, the conversion and the FMA then run once per 8 blocks and token
+// instead of once per pair (docs/kernels-decode.md, "Q4_0").
 template <int T>
 inline void q4_0_half_step(const BlockQ4_0* step, int s, const QuantizedActivations* const* a, int64_t b, __m256 (&acc)[T]) {
   const __m256i mask = _mm256_set1_epi8(0x0f);
@@ -151,7 +151,7 @@ inline void q4_0_half_step(const BlockQ4_0* step, int s, const QuantizedActivati
 // sums are reduced as they come, two blocks at a time, to one exact int32 sum per block, block j
 // in lane j; then one conversion, one scale multiply and one FMA serve the 8 blocks, where a step
 // per block paid a scalar scale (Q8_0: converted from FP16), a broadcast, a multiply, a
-// conversion and an FMA for each (docs/kernels.md, "Decode, session 17").
+// conversion and an FMA for each (docs/kernels-decode.md, "Q8_0").
 template <int T, typename Row>
 inline void eight_blocks(const Row& w, int64_t b, const QuantizedActivations* const* a, __m256 (&acc)[T]) {
   __m256i pairs[T][4];
@@ -199,8 +199,7 @@ struct Avx2BlockDot {
         for (; b + 16 <= blocks; b += 16) {
           // Five prefetches 64 bytes apart from each step's start (288 bytes) reach every line
           // the steps read (a line the last one misses holds the next step's start, or the row's
-          // last blocks, which no prefetch reached before either), where one per pair took 8
-          // (docs/kernels.md, "Decode, session 18").
+          // last blocks, which no prefetch reached before either), where one per pair takes 8.
           for (int line = 0; line < 5; ++line) prefetch_ahead(reinterpret_cast<const std::byte*>(w.blocks + b) + 64 * line);
           q4_0_half_step<T>(w.blocks + b, 0, a, b, even), q4_0_half_step<T>(w.blocks + b, 1, a, b, odd);
         }
@@ -242,12 +241,12 @@ using Avx2IntegerKernels = IntegerRowKernels<Avx2BlockDot>;
 // 8 * 2 * 15 * 127 = 30480, so they add as int16 and one madd per block widens them; the
 // block's offset (-8 * the sum of its activations) then leaves exactly w.a per row. Against the
 // Q4_0 row kernel's step this saves the 128-bit inserts, the cross-lane reduction and three of
-// every four madds (docs/kernels.md, "Decode, session 14").
+// every four madds (docs/kernels-decode.md, "Interleaved rows").
 //
 // Q8_0: per chunk one load and its magnitudes serve every token; per token the sign trick's
 // maddubs and a madd into the int32 lanes (two chunks' int16 pairs could overflow). Against the
 // Q8_0 row kernel this saves the per-block conversion, scale multiply and FMA of each row, and
-// the row's final reduction (docs/kernels.md, "Decode, session 15").
+// the row's final reduction (docs/kernels-decode.md, "Interleaved rows").
 template <typename Block>
 struct Avx2Interleaved {
   template <int T>

@@ -121,7 +121,7 @@ inline __m512i quad_up(__m512i x, __m512i y) { return _mm512_add_epi32(_mm512_un
 // blocks, whose 4 lanes of partial sums per 128-bit lane are reduced as they come to one exact
 // int32 sum per block; then one permute, one conversion, one scale multiply and one FMA per
 // token serve the 16 blocks, where natural_pair converts, scales and adds every pair
-// (docs/kernels.md, "Decode, session 17").
+// (docs/kernels-decode.md, "Q8_0").
 template <int T, typename Row>
 inline void natural_sixteen(const Row& w, int64_t b, const QuantizedActivations* const* a, __m512 (&acc)[T]) {
   __m512i couples[T][4];  // couple c: blocks b + 4c .. b + 4c + 3, lane k of each 128 bits summed over pair_up's two

@@ -63,7 +63,7 @@ void integer_tile_of(const IntegerTile& t) {
     for (int n = 0; n < N; ++n) a[n] = t.a + n * t.a_stride + b, sums[n] = _mm256_setzero_si256();
     // Half the groups at a time: unrolled whole, GCC 12 rebalances each token's chain of adds into
     // a tree, holds the 32 products at once and spills 43-48 of them to the stack per block (the
-    // GEMM 1.3x slower for Q4_0, 1.1x for Q8_0; docs/kernels.md, "Session 20").
+    // GEMM 1.3x slower for Q4_0, 1.1x for Q8_0 in bench_kernels matmul; docs/kernels-prefill.md).
     #pragma GCC unroll 4
     for (int g = 0; g < kQuantBlock / 4; ++g) {
       const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(block + g * 4 * kIntegerRows));

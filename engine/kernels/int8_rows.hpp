@@ -25,7 +25,7 @@ inline __m256i broadcast4_i8(const int8_t* p) {
 // the same thread reads next; a prefetch never faults, wherever it points. `bench_kernels
 // matvec_decode` from a 1 GiB file, AVX-512 Q4_0 at the 7B width: 0.96-0.99 of the read roof
 // against 0.82-0.88 without, 1 KiB ahead worse, 8 and 16 KiB no better; the engine 1.09-1.14x
-// (docs/kernels.md, "Decode, session 12").
+// (docs/kernels-decode.md, "Prefetch").
 inline constexpr int64_t kPrefetchAhead = 4096;
 inline void prefetch_ahead(const void* p) { _mm_prefetch(static_cast<const char*>(p) + kPrefetchAhead, _MM_HINT_T0); }
 // An interleaved block is 144 bytes (Q4_0) or 272 (Q8_0): a prefetch every 72 or 68 bytes, 2 or

@@ -22,10 +22,10 @@ namespace cpullm {
 // mapping, 2 threads, AVX-512, TinyLlama-1.1B and LLaMA-7B layers; docs/kernels.md), streaming
 // against the GEMM: at 2 tokens 1.2-3.6x faster for every format; at 4 tokens 1.15-1.5x for F16;
 // for the integer formats at 3-4 tokens only while the tokens' quantized activations stay in
-// L1 beside the rows (with 96 bytes a block, before session 7, LLaMA-7B's 4 Q8_0 tokens streamed
-// at 0.64x of the GEMM; with 36, 3 tokens take 0.55-0.71x the GEMM's time and 4 0.73-0.93x); at
-// 8 tokens (two passes over each row) the GEMM won everywhere, until session 9's Q4_0 kernels
-// (one int32 per block before any scaling): Q4_0 streams up to 8 tokens, a TinyLlama layer's 8
+// L1 beside the rows (with 96 bytes a block, LLaMA-7B's 4 Q8_0 tokens would stream at 0.64x of
+// the GEMM; with 36, 3 tokens take 0.55-0.71x the GEMM's time and 4 0.73-0.93x); at 8 tokens
+// (two passes over each row) the GEMM wins, except for the Q4_0 kernels (one int32 per block
+// before any scaling): Q4_0 streams up to 8 tokens, a TinyLlama layer's 8
 // tokens 1.4-1.6x faster than the GEMM, whose Q4_0 packing unpacks every nibble. Q8_0 and
 // INT8_CHANNEL at 8 tokens did not beat the GEMM (Q8_0 lost 7 of 8 alternated rounds) and stay
 // with it.
@@ -36,8 +36,8 @@ bool matmul_streams_rows(GgmlType type, int64_t tokens, int64_t cols, int64_t l1
   if (type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16) return true;
   if (!uses_q8_0_activations(type)) return false;
   // What one token's row kernel reads per block of 32 columns (dot.hpp): the values (32 bytes),
-  // the block's scale (4) and for Q4_0 its offset (4), in half of L1d (24 KiB on this host's
-  // 48 KiB, where the measurements above were made; 16 KiB on the Xeon E5 v4's 32 KiB).
+  // the block's scale (4) and for Q4_0 its offset (4), in half of L1d (24 KiB of the 48 KiB the
+  // measurements above were made with; 16 KiB on the Xeon E5 v4's 32 KiB).
   const int64_t block_bytes = q4_0 ? 40 : 36;
   return tokens * block_bytes * (cols / kQuantBlock) <= l1d_bytes / 2;
 }
@@ -65,8 +65,8 @@ std::byte* panel_buffer(int64_t bytes) {
 //    starts with the same number of blocks, which differ by at most one panel (512 panels, AVX2's
 //    8-row panels of a 4096-row matrix, had made 37 blocks of up to 14: 266 panels for one thread
 //    and 246 for the other). A thread done with its share takes blocks from the back of the
-//    others' (RowShares), as matvec does: on this shared VM one vCPU often runs slower than the
-//    other, and a 2-thread AVX2 prefill made 1.4-3x fewer sched_yield calls waiting at the joins.
+//    others' (RowShares), as matvec does: on a shared host one vCPU often runs slower than the
+//    other, and a 2-thread AVX2 prefill makes 1.4-3x fewer sched_yield calls waiting at the joins.
 // Per pass: pack the block's panels, then run every tile of N tokens over each panel in turn.
 template <typename Pack, typename Run>
 void blocked_gemm(int64_t rows, int64_t steps, int64_t tokens, int R, int N, int64_t step_bytes,

@@ -1,10 +1,10 @@
 // How the kernels' parallel loops reach their threads. Outside a team each loop is an OpenMP
 // region of its own. Inside run_as_team (Model::forward runs each pass in one) the OpenMP
 // threads stay in a single region: the calling thread runs the pass, the others spin, and each
-// parallel loop is a job handed to them. On this project's VM an empty OpenMP region costs
-// 2.9-3.1 µs with 2 threads (libgomp's barriers make a futex system call, and system calls are
-// slow in this VM) against 0.8 µs for a job (`bench_kernels --benchmark_filter=dispatch`), and a
-// TinyLlama decode step runs 111 parallel loops (docs/kernels.md, "Decode, session 16").
+// parallel loop is a job handed to them. An empty OpenMP region can cost several times a job
+// (libgomp's barriers make a futex system call, slow in a VM; `bench_kernels
+// --benchmark_filter=dispatch` measures both), and a TinyLlama decode step runs 111 parallel
+// loops (docs/kernels-decode.md, "Thread teams").
 //
 //   run_as_team([&] {                                          // the pass, on the calling thread
 //     on_every_thread([=](int thread, int threads) { ... });   // a job on every thread
@@ -108,14 +108,13 @@ inline int parallel_threads() {
 
 // body(thread, threads) on every thread: the team's, or an OpenMP region's of `region_threads`
 // (0: OpenMP's count). One thread, or a call inside a region, runs body(0, 1) directly: even a
-// one-thread OpenMP region costs 1.2 µs on this project's VM.
+// one-thread OpenMP region costs about a microsecond (`bench_kernels --benchmark_filter=dispatch`).
 //
 // Each thread calls its own copy of body, so what body holds by value is read from that thread's
 // stack. What it holds by reference stays in the calling thread's frame, in cache lines that
 // thread may keep writing while it computes its part: a loop that reads such state around
-// out-of-line calls should take it by value. (matvec's and the GEMM's did not, and in a team
-// TinyLlama's output layer ran 1.5x slower and its prefill 6-10%, from false sharing;
-// docs/kernels.md, "Decode, session 16".)
+// out-of-line calls should take it by value: by reference, in a team, false sharing made
+// TinyLlama's output layer 1.5x slower and its prefill 6-10% (docs/kernels-decode.md, "Thread teams").
 template <typename Body>
 void on_every_thread(Body&& body, int region_threads = 0) {
   const auto each = [&body](int thread, int threads) {

@@ -13,11 +13,10 @@ namespace cpullm {
 // Each thread's share of rows [0, rows) (the static split OpenMP would make) and the part of it
 // still unclaimed, [front, back) in one word, so that one compare-and-swap claims a chunk. The
 // owner takes its share's chunks from the front, in order, so its reads stay one sequential
-// stream; a thread done with its own share then takes chunks from the back of the others'. On
-// this project's VM a static split left one decode thread waiting for the other for 7% of the
-// matvec time (a host's other tenants slow one vCPU, not both); fully dynamic chunks, which
-// interleave the threads' reads, were slower than the static split (docs/kernels.md, "Decode,
-// session 10").
+// stream; a thread done with its own share then takes chunks from the back of the others'. A
+// static split can leave one decode thread waiting for another (a host's other tenants slow one
+// vCPU, not all); fully dynamic chunks, which interleave the threads' reads, are slower than the
+// static split (bench_kernels matvec_decode; docs/kernels-decode.md, "Row shares").
 //
 //   RowShares shares(rows, parallel_threads(), chunk);   // on the calling thread
 //   on_every_thread([shares, run](int thread, int) mutable {  // parallel.hpp

@@ -50,9 +50,8 @@ class KvCache {
   // Pages come as positions run: sized for every sequence's whole context, the cache is resident
   // only as far as they have (a vector was written whole at load: 4 GiB for LLaMA-7B's 4096
   // positions in F32). They are populated at least 2 MiB of rows at a time, in 2 MiB pages where
-  // the kernel gives them: a page fault per 4 KiB as rows were first written made decode 6%
-  // slower on this project's VM, and 4 KiB pages populated 256 KiB at a time still 2% or more
-  // (docs/batching.md).
+  // the kernel gives them: a page fault per 4 KiB as rows are first written makes decode up to 6%
+  // slower, and 4 KiB pages populated 256 KiB at a time still 2% or more (docs/batching.md).
   AnonymousMemory keys_;           // (sequences, layers, context, kv_dim) elements
   AnonymousMemory values_;         // (sequences, layers, context, kv_dim) elements
   std::vector<int64_t> populated_;  // (sequences, layers) positions whose rows are present

@@ -25,8 +25,8 @@ constexpr int64_t kMaxContext = int64_t{1} << 24;
 // Element-wise work on every token's row (norms, RoPE, SwiGLU, residual adds, embedding rows)
 // runs over the threads from this many tokens on (a prompt chunk), on the calling thread below
 // (a decode step), where handing out a job, about a microsecond, would cost more than the rows.
-// Each row's arithmetic is the same either way. Serial, these took 5-8% of a 512-token prefill
-// at 2 threads (docs/kernels.md, "Session 20"), and their share grows with the thread count.
+// Each row's arithmetic is the same either way. Serial, these take 5-8% of a 512-token prefill
+// at 2 threads (`cpullm profile -p 512`), and their share grows with the thread count.
 constexpr int64_t kTokensToSplit = 8;
 template <typename Body>
 void for_token_rows(int64_t n, const Body& body) {
@@ -37,8 +37,8 @@ void for_token_rows(int64_t n, const Body& body) {
 // What the prefetch thread maps, inside the mapping: each layer's weight matrices, then, as a
 // last "layer" that the last layer's request(l + 1) asks for, the embedding table. Each
 // generated token reads one embedding row, nearly always one no token read before, and without
-// the table mapped each decode step began with a page fault: 75-500 µs a token on this project's
-// VM, up to 2% of a token (docs/kernels.md, "Decode, session 12").
+// the table mapped each decode step begins with a page fault, up to 2% of a token
+// (docs/kernels-decode.md, "The embedding table").
 std::vector<std::vector<std::span<const std::byte>>> prefetch_ranges(const ModelWeights& weights) {
   const auto bytes_of = [](const WeightMatrix& m) { return std::span(m.data, static_cast<std::size_t>(m.rows * row_bytes(m))); };
   std::vector<std::vector<std::span<const std::byte>>> ranges;

@@ -23,8 +23,8 @@ class AnonymousMemory {
   std::byte* data() const { return data_; }
   std::size_t size() const { return size_; }
   // Makes the pages of bytes [begin, end) present now, zeroed, in one system call
-  // (MADV_POPULATE_WRITE) instead of a page fault at the first write to each page, which cost
-  // a decode step 6% on this project's VM (docs/batching.md). Where the kernel lacks it, the
+  // (MADV_POPULATE_WRITE) instead of a page fault at the first write to each page, which can cost
+  // a decode step 6% (docs/batching.md). Where the kernel lacks it, the
   // pages come at first write as before.
   void populate(std::size_t begin, std::size_t end) const;
   // Asks for 2 MiB pages (MADV_HUGEPAGE) where whole aligned 2 MiB ranges lie in the mapping:

@@ -3,10 +3,10 @@
 //
 // The mapping asks for transparent huge pages (MADV_HUGEPAGE): pages this process faults in
 // from disk then come into the page cache as 2 MiB folios, mapped with 2 MiB entries, as do the
-// pages of a file written in large pieces (cpullm's GgufWriter writes 4 MiB at a time). On this
-// project's VM a 2-thread read of a file cached in 4 KiB pages ran at 0.84-0.95 of the read of
-// fresh memory, one cached in 2 MiB folios at 0.99-1.09, and decode was 7-13% faster from it
-// (docs/kernels.md, "Decode, session 10"). Pages already cached in 4 KiB folios stay so.
+// pages of a file written in large pieces (cpullm's GgufWriter writes 4 MiB at a time). A file
+// cached in 4 KiB pages can read at 0.84-0.95 of fresh memory where one in 2 MiB folios reads as
+// fast, and decode from it runs up to 13% faster (bench_kernels memory_read_file against
+// memory_read; docs/kernels-decode.md, "Page sizes"). Pages already cached in 4 KiB folios stay so.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -112,7 +112,7 @@ Record point_record(const BenchPoint& p, const PointMeasurement& m, const HostIn
   r["itl_p99_ms"] = value_or_null(!itl.empty(), percentile(itl, 99));
   r["peak_rss_bytes"] = m.peak_rss_bytes;
   // How much of the model's mapping was in 2 MiB pages: decode from a file mapped in 4 KiB pages
-  // ran 0.89-0.94 as fast on this project's VM (docs/kernels.md, "Decode, session 10"). Under
+  // can run slower (docs/kernels-decode.md, "Page sizes"). Under
   // --numa placements that copy the matrices, decode reads the copies instead.
   r["model_huge_page_bytes"] = m.huge_page_bytes ? Record(*m.huge_page_bytes) : Record(nullptr);
   r["energy_j"] = value_or_null(!m.energy_j.empty(), mean(m.energy_j));  // per repetition, as avg_ns; null without RAPL

@@ -166,9 +166,8 @@ PointProfile profile_repetition(Model& model, const BenchPoint& point, PointRequ
 
 // One more repetition whose every decode step is followed by a read of a ReadBuffer on the
 // point's threads. The buffer is as large as a step's weights, so each pair reads about the
-// same bytes, but at least 512 MiB and at most 1 GiB: on this project's VM about 200 MiB of
-// cache serve a vCPU above memory speed (docs/tuning.md, "The decode rate: one matrix
-// repeated against a decode step's layers in turn").
+// same bytes, but at least 512 MiB and at most 1 GiB: on a shared host a few hundred MiB of
+// cache outside the guest can serve a vCPU above memory speed (docs/tuning.md, "The decode rate").
 RoofPairs paired_repetition(Model& model, const BenchPoint& point, const ModelFacts& facts) {
   RoofPairs pairs;
   pairs.step_bytes = facts.decode_step_bytes + static_cast<uint64_t>(point.n_seq - 1) * facts.embedding_row_bytes;

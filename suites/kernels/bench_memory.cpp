@@ -2,7 +2,7 @@
 // (sum of a large array) and a STREAM triad (a = b + s * c), each over buffers far larger than
 // the last-level cache, with 1..N OpenMP threads; the read of memory in 2 MiB pages; with
 // --read_file=PATH, the read of a file's mapped pages too. Kernel figures mean something only
-// next to these: this host's bandwidth moves from run to run.
+// next to these: a host's bandwidth can move from run to run.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 #include <immintrin.h>
@@ -28,8 +28,7 @@ namespace {
 constexpr int64_t kBytes = int64_t{1} << 30;  // per array: 1 GiB, far beyond any L3
 
 // On 64-byte boundaries: glibc's malloc starts a large std::vector 16 bytes past a page
-// boundary, and then every other 32-byte load straddles two cache lines (on this project's VM
-// no effect stood out of the noise: docs/kernels.md, "Decode, session 11").
+// boundary, and then every other 32-byte load straddles two cache lines.
 cpullm::AlignedVector<float>& array(int index) {
   static cpullm::AlignedVector<float> arrays[3] = {cpullm::AlignedVector<float>(kBytes / 4, 1.0f),
                                                    cpullm::AlignedVector<float>(kBytes / 4, 2.0f),
@@ -121,8 +120,7 @@ std::string huge_page_label(const std::byte* bytes) {
 }
 
 // The read over the huge-page buffer: whether the roof, read from a std::vector in whatever
-// pages the system gives it, would read faster from huge pages. On this project's VM it read
-// 0.97-1.19x as fast (docs/kernels.md, "Decode, session 11").
+// pages the system gives it, would read faster from huge pages (compare with memory_read).
 void BM_ReadHugePages(benchmark::State& state) {
   const std::byte* bytes = huge_page_buffer();
   if (!bytes) {
@@ -141,7 +139,8 @@ void BM_ReadHugePages(benchmark::State& state) {
 // and the same loops over 256 KiB a thread that stays in L2, 64 passes a call
 // (cache_read_work/..., cache_read_nibbles/...): how fast the core computes them when memory is
 // not in the way. A kernel's rate in cache over the roof is its headroom; these say how much of
-// the roof a loop with that headroom reads on this machine (docs/kernels.md, "Decode, session 14").
+// the roof a loop with that headroom reads on the machine it runs on (docs/kernels-decode.md,
+// "Headroom over the roof").
 template <int kWork, bool kPrefetch = false>
 void BM_ReadWithWork(benchmark::State& state, bool in_cache) {
   constexpr int64_t kCacheBytes = int64_t{256} << 10;
@@ -182,8 +181,8 @@ void register_reads_with_work() {
 const bool reads_with_work_registered = (register_reads_with_work(), true);
 
 // The same read over a file's pages, mapped as the engine maps a model (its first GiB at
-// most): whether this file's page-cache pages read as fast as fresh memory. On this project's
-// VM they did not once resident for hours (docs/tuning.md, "Session 8"); cpullm tune reads the
+// most): whether this file's page-cache pages read as fast as fresh memory. On some hosts they
+// do not once resident for hours (docs/tuning.md, "Page-cache stalls"); cpullm tune reads the
 // model it tunes so.
 void BM_ReadMappedFile(benchmark::State& state, const std::shared_ptr<const cpullm::MappedFile>& file) {
   const int threads = static_cast<int>(state.range(0));

@@ -32,9 +32,8 @@ double fma_avx2(int64_t steps) {
 }
 
 // The products below depend on nothing the loop changes, so the compiler would compute them
-// once and time the adds alone (GCC 12 did, until session 20: the AVX2 int8 peaks then
-// read about 5% high here, and would have read 2-4x high on Broadwell, whose adds have two ports
-// where maddubs and madd share one). An empty asm that claims to change a and b before every
+// once and time the adds alone (GCC 12 does: the AVX2 int8 peaks would read high, 2-4x on
+// Broadwell, whose adds have two ports where maddubs and madd share one). An empty asm that claims to change a and b before every
 // product keeps each product in the loop.
 inline void opaque(__m256i& a, __m256i& b) { asm volatile("" : "+x"(a), "+x"(b)); }
 

@@ -3,9 +3,8 @@
 // instead. Measured here: an OpenMP fork/join, a barrier inside one region, and a cache line's
 // round trip between two threads (one writes a number, the other answers with the next), each
 // per 1000 in a row, at the thread counts the roofs run at (OMP_PROC_BIND and OMP_PLACES apply).
-// On this project's VM, 2 threads: fork/join 3.1-6.3 µs, barrier 1.5-2.9 µs, round trip
-// 0.5-1.4 µs, depending on the host's state (docs/kernels.md, "Decode, session 11"); on a
-// 4-socket server they grow with the distance between the threads.
+// They are microseconds each at 2 threads, and a step pays one per region; on a 4-socket
+// server they grow with the distance between the threads.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 #include <omp.h>

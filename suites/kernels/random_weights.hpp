@@ -45,8 +45,8 @@ inline Weights random_weights(GgmlType type, int64_t rows, int64_t cols) {
 // unlinked at once so that only the mapping keeps it: page-cache pages, what a decode step streams
 // its weights from. Written in 4 MiB pieces at 4 MiB offsets, as GgufWriter writes cpullm's models,
 // so that the page cache holds it in 2 MiB folios mapped with 2 MiB entries, as it holds those
-// models (written 4 KiB at a time, as before session 10, it stayed in 4 KiB pages, which this VM
-// reads up to 23% slower in its fast state: docs/kernels.md, "Decode, session 10").
+// models (written 4 KiB at a time, it would stay in 4 KiB pages, which can read up to a fifth
+// slower: docs/kernels-decode.md, "Page sizes").
 inline std::unique_ptr<MappedFile> file_mapping(std::span<const std::byte> block, int64_t copies) {
   const std::string path = (std::filesystem::temp_directory_path() / "cpullm-bench-weights-XXXXXX").string();
   std::vector<char> name(path.begin(), path.end());

@@ -289,7 +289,8 @@ class FakePowercap:
 
 @check
 def energy_from_rapl_or_why_not(ctx):
-    # This host first: RAPL's joules, or NULL and the reason (this VM: no /sys/class/powercap).
+    # The machine the test runs on first: RAPL's joules, or NULL and the reason (a VM may have no
+    # /sys/class/powercap).
     path = fresh_db(ctx, "energy-host.db")
     bench(ctx, "-p", "8", "-n", "0", "-r", "1", "--db", path)
     result, metrics, _, _ = stored_point(path)

@@ -3,8 +3,8 @@
 
 Every region's FLOPs and bytes equal the analytic count computed here from the model's shape
 (independently of engine/instrument/op_costs.cpp); the regions' times add up to each phase's
-measured time within a tolerance; counters are counted or explained (this VM: software events
-only, "no PMU"); energy is measured or "unavailable here"; roofs come from a measurement or from a
+measured time within a tolerance; counters are counted or explained (a machine without a PMU:
+software events only, "no PMU"); energy is measured or "unavailable here"; roofs come from a measurement or from a
 hardware profile; --prefetch maps the weights without changing a count; -np batches sequences;
 --overhead reports the three modes; bad input ends in one 'cpullm: error:' line.
 

@@ -200,8 +200,12 @@ def interrupted_sweep_resumes_repeating_nothing(ctx):
 
 @check
 def statistics(ctx):
+    # The 95% t quantiles of the printed tables (3 decimals), between their rows too, and the normal's
+    # 1.960 far out: scipy's, where a hand-written table gave the row below for 11, 13, 31, ...
+    for dof, quantile in [(1, 12.706), (3, 3.182), (10, 2.228), (11, 2.201), (30, 2.042), (31, 2.040), (10000, 1.960)]:
+        assert round(stats.t95(dof), 3) == quantile, (dof, stats.t95(dof))
     mean, half = stats.mean_ci([10.0, 12.0, 11.0, 13.0])
-    assert mean == 11.5 and abs(half - 3.182 * math.sqrt(5 / 3) / 2) < 1e-9, half
+    assert mean == 11.5 and abs(half - stats.t95(3) * math.sqrt(5 / 3) / 2) < 1e-9, half
     assert stats.mean_ci([5.0]) == (5.0, math.inf)
     values = iter([10.0, 10.1, 9.9, 10.0, 30.0])
     samples = stats.repeat_until_tight(lambda: {"x": next(values)}, "x", 0.05, 2, 10, 1e9)

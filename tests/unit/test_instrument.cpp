@@ -154,7 +154,7 @@ TEST_F(Regions, TooManyCountersAreRefused) {
 }
 
 // Software events exist wherever perf_event_open does: they prove the plumbing (one group per
-// OpenMP thread, summed) on machines without a PMU, such as this VM.
+// OpenMP thread, summed) on machines without a PMU, such as many VMs.
 TEST_F(Regions, SoftwareCounterCountsEveryThread) {
   PerfCounters counters({{"task-clock", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK}});
   if (counters.names().empty()) GTEST_SKIP() << "task-clock unavailable: " << counters.unavailable().at(0).reason;
@@ -227,7 +227,7 @@ TEST(Counters, HardwareEventsAreCountedOrExplained) {
       EXPECT_FALSE(missing->reason.empty()) << name;
     }
   }
-  if (!has_cpu_pmu()) {  // this VM: no PMU, and the reason says so
+  if (!has_cpu_pmu()) {  // no PMU (many VMs), and the reason says so
     ASSERT_FALSE(counters.unavailable().empty());
     EXPECT_EQ(counters.unavailable()[0].name, "cycles");
     EXPECT_NE(counters.unavailable()[0].reason.find("no PMU"), std::string::npos) << counters.unavailable()[0].reason;
@@ -288,7 +288,7 @@ TEST(Energy, UnavailableSaysWhy) {
   const EnergyMeter empty(dir.file("empty"));
   EXPECT_NE(empty.reason().find("no intel-rapl package or dram zone"), std::string::npos) << empty.reason();
 
-  const EnergyMeter here;  // this machine: RAPL, or a reason (this VM has no powercap at all)
+  const EnergyMeter here;  // this machine: RAPL, or a reason (a VM may have no powercap at all)
   if (!here.available()) {
     EXPECT_TRUE(here.reason().starts_with("unavailable here: ")) << here.reason();
   }

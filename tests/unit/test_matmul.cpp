@@ -235,7 +235,7 @@ TEST(Matmul, RefusesTypesWithoutAKernel) {
   EXPECT_THROW(matmul(&y, 1, q4_1, x, 32, 1), std::exception);
 }
 
-// The streaming policy at the shapes it was measured on (docs/kernels.md), with this host's
+// The streaming policy at the shapes it was measured on (docs/kernels.md), with a
 // 48 KiB L1d: 1-2 tokens always, float rows up to 4 tokens, integer rows up to 4 (Q4_0 and
 // Q4_0_R8: 8) while the tokens' quantized activations fit in 24 KiB, never more; with the Xeon
 // E5 v4's 32 KiB, in 16 KiB.
