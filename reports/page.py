@@ -1,17 +1,22 @@
 """Pieces every report section uses: HTML tables, figures as inline SVG with their source
-written under them, and the sentence that says which runs a figure comes from."""
-import html
+written under them, and the sentence that says which runs a figure comes from. The HTML is in
+jinja2 templates (template.html: the page; fragments.html: tables, paragraphs, figures), which
+escape every value they are given except those passed as Markup: a section's body, a table's
+cells and a figure's SVG, which are HTML built here or by the sections, whose data esc() escapes."""
 import io
 import os
-import string
 from dataclasses import dataclass
 
+import jinja2
 import matplotlib
+from markupsafe import Markup, escape
 
 matplotlib.use("Agg")  # no display: figures are rendered to SVG text
 import matplotlib.pyplot as plt  # noqa: E402
 
-TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "template.html")
+TEMPLATES = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.dirname(os.path.abspath(__file__))),
+                               autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+FRAGMENTS = TEMPLATES.get_template("fragments.html").module
 
 
 @dataclass
@@ -22,7 +27,9 @@ class Section:
 
 
 def esc(value):
-    return html.escape(str(value))
+    """value as HTML text, for the sections' own HTML (a plain str, so that concatenating it with
+    other HTML strings escapes nothing twice)."""
+    return str(escape(value))
 
 
 def number(value, digits=3):
@@ -35,19 +42,18 @@ def number(value, digits=3):
 
 
 def table(headers, rows, css_class=""):
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    return f'<table class="{css_class}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    """headers: text; rows: lists of cells, each HTML (the caller escapes its data with esc)."""
+    return str(FRAGMENTS.table(headers, [[Markup(cell) for cell in row] for row in rows], css_class))
 
 
 def paragraph(text):
-    return f"<p>{esc(text)}</p>"
+    return str(FRAGMENTS.paragraph(text))
 
 
 def no_data(what, how):
     """Said instead of a figure when the database has nothing to draw: what is missing and the
     command that would measure it."""
-    return f'<p class="nodata">Not measured yet: {esc(what)}. To measure: <code>{esc(how)}</code></p>'
+    return str(FRAGMENTS.no_data(what, how))
 
 
 def new_figure(width=7.0, height=3.6, columns=1, **options):
@@ -62,8 +68,7 @@ def figure(fig, title, source):
     plt.close(fig)
     svg = buffer.getvalue()
     svg = svg[svg.index("<svg"):]  # drop the XML prolog and doctype: not allowed inside HTML
-    return (f'<figure class="plot" data-title="{esc(title)}">{svg}'
-            f"<figcaption><b>{esc(title)}.</b> Source: {esc(source)}</figcaption></figure>")
+    return str(FRAGMENTS.figure(title, Markup(svg), source))
 
 
 def runs_source(runs, results):
@@ -78,8 +83,5 @@ def runs_source(runs, results):
 
 
 def render(title, subtitle, sections):
-    with open(TEMPLATE) as f:
-        template = string.Template(f.read())
-    toc = "".join(f'<li><a href="#{s.anchor}">{esc(s.title)}</a></li>' for s in sections)
-    body = "".join(f'<section id="{s.anchor}"><h2>{esc(s.title)}</h2>{s.body}</section>' for s in sections)
-    return template.substitute(title=esc(title), subtitle=esc(subtitle), toc=toc, body=body)
+    sections = [Section(s.anchor, s.title, Markup(s.body)) for s in sections]
+    return TEMPLATES.get_template("template.html").render(title=title, subtitle=subtitle, sections=sections)

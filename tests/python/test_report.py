@@ -110,6 +110,13 @@ def verdict_of(html_text, claim):
 
 
 class ReportTest(unittest.TestCase):
+    def rendered(self, db, name):
+        """The page `cpullm report --db DB` writes to the work directory's NAME, as text."""
+        out = os.path.join(ARGS.workdir, name)
+        result = run_report("--db", db, "-o", out)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return read(out)
+
     def test_report_renders_in_chromium(self):
         db = os.path.join(ARGS.workdir, "report.db")
         build_database(db, int8_speedup=3.4)
@@ -160,7 +167,7 @@ class ReportTest(unittest.TestCase):
         self.assertEqual({name for name, _ in no_flops}, {"embedding"})
         self.assertIn("Without FLOPs, so not on a FLOP/s axis: embedding", text)
         self.assertEqual(len(re.findall(r"<tr><td>(q_proj|attention|lm_head)</td>", text)), 24, "one table row per region point")
-        self.assertIn("Roofs: roofs stored by scripts/nightly&#x27;s kernel benchmarks", text)
+        self.assertIn("Roofs: roofs stored by scripts/nightly&#39;s kernel benchmarks", text)
         # The E5 box's measured energy of the seed workload sets its load power in the TCO.
         self.assertRegex(text, r"measured: 9 J/token, \d+ W package \+ DRAM \(RAPL\) in run 3 on e5box")
         self.assertIn("no measured energy of the workload", text, "the 8380 option's power comes from its profile")
@@ -184,15 +191,27 @@ class ReportTest(unittest.TestCase):
         regions; 4 processes saving 20% of the model's memory refute C11."""
         db = os.path.join(ARGS.workdir, "report-bench-roofs.db")
         build_database(db, 3.0, saved_fraction=0.2, kernels=False)
-        out = os.path.join(ARGS.workdir, "report-bench-roofs.html")
-        result = run_report("--db", db, "-o", out)
-        self.assertEqual(result.returncode, 0, result.stderr)
-        text = read(out)
-        self.assertIn('data-title="This host&#x27;s roofline with measured regions"', text)
+        text = self.rendered(db, "report-bench-roofs.html")
+        self.assertIn('data-title="This host&#39;s roofline with measured regions"', text)
         self.assertIn("Roofs: roofs measured by cpullm bench next to its regions", text)
         self.assertEqual(roofs.host_roofs(Database(db).load(), "f-vm")[:2], (30e9, 200e9))
         self.assertEqual(verdict_of(text, "C11"), "refuted")
         self.assertIn("saved 20%", claim_row(text, "C11"))
+
+    def test_stored_text_is_escaped(self):
+        """Text from the database (a command line, a case name) reaches the page as text:
+        markup in it is escaped wherever it is shown, never interpreted."""
+        db = os.path.join(ARGS.workdir, "report-markup.db")
+        database = build_database(db, 3.0)
+        run = add_run(database, "vm", "bench", "abc1234", "cpullm bench -m '<img src=x onerror=alert(1)>.gguf'")
+        add_result(database, run, "tg16/<b>bold</b>", test="tg", model_type="llama 9M f32", model_n_params=9_000_000, n_prompt=0,
+                   n_gen=16, format="f32", n_threads=1, n_seq=1, avg_ts=10.0, ttft_ms=5.0, tpot_ms=100.0)
+        database.commit()
+        text = self.rendered(db, "report-markup.html")
+        self.assertNotIn("<img src=x", text)
+        self.assertNotIn("<b>bold</b>", text)
+        self.assertIn("cpullm bench -m &#39;&lt;img src=x onerror=alert(1)&gt;.gguf&#39;", text)
+        self.assertIn("<td>tg16/&lt;b&gt;bold&lt;/b&gt;</td>", text)
 
     def test_bad_gpu_results(self):
         path = os.path.join(ARGS.workdir, "gpu-bad.json")
