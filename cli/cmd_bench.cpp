@@ -23,6 +23,7 @@
 #include "harness/bench/workloads.hpp"
 #include "harness/results/results_db.hpp"
 #include "engine/util/error.hpp"
+#include "engine/util/text.hpp"
 
 namespace cpullm::cli {
 namespace {
@@ -279,7 +280,7 @@ std::vector<std::string> prepare_arguments(int argc, const char* const* argv) {
   std::vector<std::string> args(argv, argv + argc);
   if (args.size() < 2) return args;
   const std::string command = args[1];
-  if (command == "bench") bench_command_line() = command_line(argc, argv);
+  if (command == "bench") bench_command_line() = valid_utf8(command_line(argc, argv));
   if (command != "bench" && command != "generate" && command != "profile") return args;
   for (std::string& arg : args)
     if (arg == "-np" || (command == "bench" && arg == "-pg")) arg = "-" + arg;
@@ -329,7 +330,7 @@ void register_bench(CLI::App& app) {
   command->add_flag("--load", o->load, "The load scenario: Poisson arrivals against continuous batching (docs/bench.md)");
   command->add_option("--rate", o->rates, "--load: requests per second, comma list")->delimiter(',')->capture_default_str();
   command->add_option("--requests", o->requests, "--load: requests per run")->check(CLI::Range(1, 1000000))->capture_default_str();
-  command->add_option("--seed", o->seed, "--load: seed of the arrivals and tokens")->capture_default_str();
+  add_seed_option(*command, "--seed", o->seed, "--load: seed of the arrivals and tokens")->capture_default_str();
   command->add_option("--ttft-bound-ms", o->bounds.ttft_p99_ms, "--load: bound on p99 time to first token")->check(CLI::Range(0.0, 1e9));
   command->add_option("--tpot-bound-ms", o->bounds.tpot_p99_ms, "--load: bound on p99 time per output token")->check(CLI::Range(0.0, 1e9));
   command->add_flag("--search-rate", o->search_rate, "--load: find the highest rate meeting the bounds, from the first --rate");

@@ -7,6 +7,7 @@
 #include "harness/bench/reporters.hpp"
 #include "harness/results/results_db.hpp"
 #include "engine/util/error.hpp"
+#include "engine/util/text.hpp"
 
 namespace cpullm::cli {
 namespace {
@@ -18,17 +19,21 @@ struct DbOptions {
   bool export_json = false;
 };
 
+// Text as the database holds it, which a file (SQLite) may hold in any bytes.
+Record json_text(const std::string& text) { return valid_utf8(text); }
 // Empty strings and optionals are the database's NULLs.
-Record json_value(const std::string& text) { return text.empty() ? Record() : Record(text); }
+Record json_value(const std::string& text) { return text.empty() ? Record() : json_text(text); }
 template <typename T>
 Record json_value(const std::optional<T>& value) { return value ? Record(*value) : Record(); }
 
 Record run_json(const RunRecord& run, size_t points) {
-  return {{"id", run.id}, {"kind", run.kind}, {"command", run.command}, {"started_at", run.started_at},
-          {"finished_at", json_value(run.finished_at)}, {"git_commit", json_value(run.git_commit)}, {"host", run.host.hostname},
-          {"cpu_model", run.host.cpu_model}, {"cores", run.host.cores}, {"sockets", run.host.sockets},
-          {"numa_nodes", run.host.numa_nodes}, {"memory_bytes", run.host.memory_bytes}, {"kernel", run.host.kernel},
-          {"isa_level", run.host.isa_level}, {"governor", run.host.governor}, {"fingerprint", run.host.fingerprint},
+  return {{"id", run.id}, {"kind", json_text(run.kind)}, {"command", json_text(run.command)},
+          {"started_at", json_text(run.started_at)}, {"finished_at", json_value(run.finished_at)},
+          {"git_commit", json_value(run.git_commit)}, {"host", json_text(run.host.hostname)},
+          {"cpu_model", json_text(run.host.cpu_model)}, {"cores", run.host.cores}, {"sockets", run.host.sockets},
+          {"numa_nodes", run.host.numa_nodes}, {"memory_bytes", run.host.memory_bytes},
+          {"kernel", json_text(run.host.kernel)}, {"isa_level", json_text(run.host.isa_level)},
+          {"governor", json_text(run.host.governor)}, {"fingerprint", json_text(run.host.fingerprint)},
           {"points", points}};
 }
 
@@ -41,7 +46,7 @@ Record result_json(const StoredResult& result) {
     out["samples"].push_back({{"repetition", s.repetition}, {"ns", s.ns}, {"ts", json_value(s.ts)}, {"metrics_json", json_value(s.metrics_json)}});
   out["regions"] = Record::array();
   for (const RegionRecord& r : result.record.regions)
-    out["regions"].push_back({{"name", r.name}, {"calls", r.calls}, {"seconds", r.seconds}, {"flops", r.flops}, {"bytes", r.bytes},
+    out["regions"].push_back({{"name", json_text(r.name)}, {"calls", r.calls}, {"seconds", r.seconds}, {"flops", r.flops}, {"bytes", r.bytes},
                               {"counters_json", json_value(r.counters_json)}});
   return out;
 }

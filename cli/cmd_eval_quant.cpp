@@ -4,12 +4,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <unistd.h>
 
 #include "cli/commands.hpp"
 #include "engine/runtime/topology.hpp"
 #include "harness/eval/quant_eval.hpp"
 #include "engine/util/error.hpp"
+#include "engine/util/output_file.hpp"
 
 namespace cpullm::cli {
 namespace {
@@ -41,8 +41,7 @@ void run_eval_quant(const EvalQuantCliOptions& o) {
   const std::string text = o.text_path.empty() ? std::string(default_eval_text()) : read_text(o.text_path);
   QuantEvalOptions options{o.formats, o.keep, o.window, o.files_dir};
   const bool temporary = options.work_dir.empty();
-  if (temporary)
-    options.work_dir = (std::filesystem::temp_directory_path() / ("cpullm-eval-" + std::to_string(getpid()))).string();
+  if (temporary) options.work_dir = make_private_temporary_folder("cpullm-eval-");
   std::vector<QuantEvalResult> results;
   try {
     results = evaluate_quantization(o.model_path, text, options);

@@ -67,7 +67,7 @@ void register_gen_model(CLI::App& app) {
   command->add_option("--vocab", options->overrides.vocab_size, "Vocabulary size");
   command->add_option("--ctx", options->overrides.context, "Trained context length stored in the file");
   command->add_option("--dtype", options->dtype, "Weight type of the matrices")->check(CLI::IsMember({"f32", "f16", "bf16"}));
-  command->add_option("--seed", options->seed, "Random seed");
+  add_seed_option(*command, "--seed", options->seed, "Random seed");
   command->add_flag("--tied-output", options->tied_output, "Omit output.weight: the output reuses token_embd");
   command->add_option("-o,--output", options->output_path, "Output GGUF file")->required();
   command->callback([options] { run_gen_model(*options); });

@@ -178,7 +178,7 @@ void register_generate(CLI::App& app) {
   command->add_option("--temp", options->sampling.temperature, "Temperature (0: greedy)")->check(CLI::Range(0.0, 100.0));
   command->add_option("--top-k", options->sampling.top_k, "Keep the k most likely tokens (0: all)")->check(CLI::NonNegativeNumber);
   command->add_option("--top-p", options->sampling.top_p, "Nucleus probability mass")->check(CLI::Range(0.0, 1.0));
-  command->add_option("-s,--seed", options->sampling.seed, "Random seed");
+  add_seed_option(*command, "-s,--seed", options->sampling.seed, "Random seed");
   command->add_flag("--ignore-eos", options->ignore_eos, "Keep generating past the end-of-sequence token");
   add_threads_option(*command, options->threads);
   add_isa_option(*command, options->isa);

@@ -5,6 +5,7 @@
 
 #include "cli/commands.hpp"
 #include "engine/format/gguf.hpp"
+#include "engine/util/text.hpp"
 
 namespace cpullm::cli {
 namespace {
@@ -16,7 +17,7 @@ struct InfoOptions {
 
 nlohmann::json value_to_json(const GgufValue& value) {
   switch (value.type) {
-    case GgufValueType::STRING: return std::string(value.string);
+    case GgufValueType::STRING: return valid_utf8(value.string);
     case GgufValueType::BOOL: return value.boolean;
     case GgufValueType::F32: case GgufValueType::F64: return value.real;
     case GgufValueType::ARRAY: {
@@ -49,16 +50,16 @@ void run_info(const InfoOptions& o) {
 
   if (o.json) {
     nlohmann::json out;
-    out["file"] = o.path;
+    out["file"] = valid_utf8(o.path);
     out["version"] = file.version();
     out["alignment"] = file.alignment();
     out["data_offset"] = file.data_offset();
     out["file_size"] = file.file_size();
     for (const auto& [key, value] : file.metadata())
-      out["metadata"][std::string(key)] = {{"type", gguf_value_type_name(value.type)}, {"value", value_to_json(value)}};
+      out["metadata"][valid_utf8(key)] = {{"type", gguf_value_type_name(value.type)}, {"value", value_to_json(value)}};
     out["tensors"] = nlohmann::json::array();
     for (const auto& t : file.tensors())
-      out["tensors"].push_back({{"name", t.name},
+      out["tensors"].push_back({{"name", valid_utf8(t.name)},
                                 {"type", ggml_type_name(t.type)},
                                 {"shape", std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims)},
                                 {"offset", t.offset},
@@ -72,16 +73,17 @@ void run_info(const InfoOptions& o) {
     return;
   }
 
+  // Strings from the file are printed escaped: a hostile general.name cannot send terminal codes.
   std::printf("%s: GGUF v%u, alignment %u, %zu metadata entries, %zu tensors, data at offset %lu, %lu bytes\n",
-              o.path.c_str(), file.version(), file.alignment(), file.metadata().size(), file.tensors().size(),
+              printable(o.path).c_str(), file.version(), file.alignment(), file.metadata().size(), file.tensors().size(),
               file.data_offset(), file.file_size());
   std::printf("\nmetadata:\n");
   for (const auto& [key, value] : file.metadata())
-    std::printf("  %-45.*s %-6s %s\n", static_cast<int>(key.size()), key.data(),
-                std::string(gguf_value_type_name(value.type)).c_str(), gguf_value_summary(value).c_str());
+    std::printf("  %-45s %-6s %s\n", printable(key).c_str(), std::string(gguf_value_type_name(value.type)).c_str(),
+                printable(gguf_value_summary(value)).c_str());
   std::printf("\ntensors:\n  %-32s %-6s %-22s %14s %14s\n", "name", "type", "shape", "offset", "bytes");
   for (const auto& t : file.tensors())
-    std::printf("  %-32s %-6s %-22s %14lu %14lu\n", t.name.c_str(), std::string(ggml_type_name(t.type)).c_str(),
+    std::printf("  %-32s %-6s %-22s %14lu %14lu\n", printable(t.name).c_str(), std::string(ggml_type_name(t.type)).c_str(),
                 t.shape_string().c_str(), t.offset, t.bytes);
   std::printf("\ntotals:\n");
   for (const auto& [type, totals] : by_type)

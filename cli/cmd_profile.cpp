@@ -24,6 +24,7 @@
 #include "engine/sampling/sampler.hpp"
 #include "engine/util/error.hpp"
 #include "engine/util/mapped_file.hpp"
+#include "engine/util/text.hpp"
 
 namespace cpullm::cli {
 namespace {
@@ -321,7 +322,7 @@ void run_profile(const ProfileOptions& o) {
       for (const UnavailableCounter& u : counters->unavailable()) unavailable.push_back({{"name", u.name}, {"reason", u.reason}});
     const std::optional<std::size_t> huge_bytes = mapping.huge_page_bytes();
     const nlohmann::json out = {
-        {"model", o.model_path},
+        {"model", valid_utf8(o.model_path)},
         {"threads", omp_get_max_threads()},
         {"sequences", o.sequences},
         {"isa", isa_name(active_isa())},

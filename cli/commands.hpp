@@ -26,6 +26,12 @@ void register_db(CLI::App& app);
 void add_threads_option(CLI::App& command, int& threads);
 void apply_threads(int threads);
 
+// A random seed: any whole number from 0 to 2^64-1; anything else is refused, not clamped.
+CLI::Option* add_seed_option(CLI::App& command, const std::string& flags, uint64_t& seed, const std::string& help);
+
+// Prints "cpullm: error: MESSAGE" as one line on stderr; returns the exit status, 1.
+int print_error(const std::string& message);
+
 // --isa scalar|avx2|avx512, shared by every command that runs kernels. Empty keeps the
 // CPULLM_ISA environment variable or, without it, the best level the CPU has.
 void add_isa_option(CLI::App& command, std::string& isa);

@@ -2,7 +2,10 @@
 // stderr and exit status 1.
 #include <omp.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <new>
 #include <string>
 
@@ -15,6 +18,7 @@
 #include "engine/kernels/matmul.hpp"
 #include "engine/runtime/topology.hpp"
 #include "engine/util/error.hpp"
+#include "engine/util/text.hpp"
 
 namespace cpullm::cli {
 
@@ -70,6 +74,30 @@ ThreadRequest thread_request(const BindingOptions& binding, int threads) {
   return request;
 }
 
+CLI::Option* add_seed_option(CLI::App& command, const std::string& flags, uint64_t& seed, const std::string& help) {
+  // CLI11 reads an unsigned number with strtoull and no range check: "-1" and 2^64 would both
+  // become 2^64 - 1. Only decimal digits whose value fits are taken.
+  const CLI::Validator fits_64_bits(
+      [](std::string& text) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        std::strtoull(text.c_str(), &end, 10);
+        const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+        if (!digits || errno == ERANGE || *end != '\0') return "Value " + text + " is not a whole number from 0 to 2^64-1";
+        return "";
+      },
+      "UINT64");
+  return command.add_option(flags, seed, help)->check(fits_64_bits);
+}
+
+// One line, whatever the message holds (CLI11's can span several), and the file's bytes as they
+// can be shown: the README's rule for every error.
+int print_error(const std::string& message) {
+  std::string line = printable(message);
+  std::fprintf(stderr, "cpullm: error: %s\n", line.c_str());
+  return 1;
+}
+
 }  // namespace cpullm::cli
 
 int main(int argc, char** argv) {
@@ -95,13 +123,16 @@ int main(int argc, char** argv) {
     for (const std::string& arg : args) arg_pointers.push_back(arg.c_str());
     app.parse(static_cast<int>(arg_pointers.size()), arg_pointers.data());
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  } catch (const cpullm::Error& e) {
-    std::fprintf(stderr, "cpullm: error: %s\n", e.what());
-    return 1;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    return cpullm::cli::print_error(e.what());
+  } catch (const std::filesystem::filesystem_error& e) {
+    return cpullm::cli::print_error(e.path1().string() + ": " + e.code().message());
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "cpullm: error: out of memory\n");
-    return 1;
+    return cpullm::cli::print_error("out of memory");
+  } catch (const std::exception& e) {  // cpullm::Error, and the last line of defence for the rest
+    return cpullm::cli::print_error(e.what());
+  } catch (...) {
+    return cpullm::cli::print_error("an unexpected error that is not a std::exception");
   }
   return 0;
 }

@@ -2,7 +2,6 @@
 latency, throughput and scaling, roofline, sweeps, TCO, GPU comparison, the seed-claims audit
 and the runs behind it all. Run as `cpullm report [--db FILE|URL] [--runs ID ...]
 [--assumptions FILE] [--gpu-results FILE] [--profile NAME] -o report.html`."""
-import argparse
 import datetime
 import json
 import os
@@ -10,6 +9,7 @@ import sys
 from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tuning"))  # cli_errors, shared with sweep and tune
 
 import claims  # noqa: E402
 import gpu  # noqa: E402
@@ -22,6 +22,7 @@ import sweeps  # noqa: E402
 import tco  # noqa: E402
 import throughput  # noqa: E402
 from resultsdb import Contents, Database, DatabaseError  # noqa: E402
+from cli_errors import ArgumentParser, fail  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SECTIONS = [latency, throughput, roofs, sweeps, tco, gpu, claims, provenance]
@@ -40,11 +41,6 @@ class Context:
     profile: str            # hardware profile whose predicted roofline is drawn
 
 
-def fail(message):
-    print(f"cpullm report: error: {message}", file=sys.stderr)
-    sys.exit(1)
-
-
 def load_assumptions(path):
     try:
         with open(path) as f:
@@ -60,8 +56,7 @@ def load_assumptions(path):
 
 
 def parse_arguments(argv):
-    parser = argparse.ArgumentParser(prog="cpullm report", description=__doc__.split("\n\n")[0])
-    parser.error = fail  # a bad flag is bad input: one line, exit status 1
+    parser = ArgumentParser(prog="cpullm report", description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", help="results database: SQLite file or postgresql:// URL (none: an empty report of what to measure)")
     parser.add_argument("--runs", type=int, nargs="+", metavar="ID", help="only these run ids (default: every run)")
     parser.add_argument("--assumptions", default=os.path.join(HERE, "assumptions.json"), help="TCO assumptions (JSON)")

@@ -13,13 +13,13 @@ OUT/best-OBJECTIVE.toml per objective, which `cpullm generate/bench --config FIL
 with an SQLite --db a run of kind 'sweep' there, one row per evaluation (bench's own runs then
 go to OUT/bench-runs.db).
 """
-import argparse
 import json
 import os
 import shlex
 import sys
 
 import measure
+from cli_errors import ArgumentParser, fail
 import results as res
 import space as sp
 from stats import mean_ci, repeat_until_tight
@@ -62,11 +62,6 @@ def add_measure_arguments(parser):
     parser.add_argument("--backend", choices=["auto", "bench", "generate"], default="auto",
                         help="what measures a point (auto: bench when this build has it)")
     parser.add_argument("--cpullm", default=default_cpullm(), help="the cpullm binary ($CPULLM_BIN, else build/cpullm)")
-
-
-def fail(message):
-    print(f"cpullm: error: {message}", file=sys.stderr)
-    sys.exit(1)
 
 
 class Progress:
@@ -320,7 +315,7 @@ def isolation_check(sweep, point):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="cpullm sweep", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="cpullm sweep", description=__doc__.split("\n\n")[0])
     add_measure_arguments(parser)
     parser.add_argument("--space", required=True, help="space file (JSON or TOML), see tuning/spaces/")
     args = parser.parse_args(argv)

@@ -15,7 +15,6 @@ thread and NUMA plan, the kernel command line and sysctl settings, and roofline 
 time to first token and tokens/s per format, batch and NUMA strategy, with their inputs. The
 model is read through its header only, so a model of any size can be planned for.
 """
-import argparse
 import json
 import math
 import os
@@ -517,7 +516,7 @@ def print_errors(args, results, before, per_run, rates, pages_stalled=lambda poi
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="cpullm tune", description=__doc__.split("\n\n")[0])
+    parser = sw.ArgumentParser(prog="cpullm tune", description=__doc__.split("\n\n")[0])
     parser.add_argument("--hardware", required=True, help="profile name (tuning/profiles) or path")
     sw.add_measure_arguments(parser)
     # A point's prediction error is the median of its runs' errors: three runs let it set aside
@@ -534,7 +533,12 @@ def main(argv=None):
     parser.add_argument("--root", default="/", help="where /proc and /sys are read from (tests point it at a fake tree)")
     args = parser.parse_args(argv)
     args.formats = [f for f in args.formats.split(",") if f]
-    args.batches = [int(b) for b in args.batches.split(",") if b]
+    try:
+        args.batches = [int(b) for b in args.batches.split(",") if b]
+    except ValueError:
+        args.batches = []
+    if not args.batches or min(args.batches) < 1:
+        sw.fail("--batches: a comma-separated list of batch sizes, each at least 1")
     for f in args.formats:
         if f not in roofline.BYTES_PER_WEIGHT:
             sw.fail(f"--formats: unknown format {f!r} (known: {', '.join(FORMATS)})")

@@ -1,8 +1,6 @@
 #include "engine/format/gguf_writer.hpp"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 
 #include "engine/util/error.hpp"
 
@@ -64,16 +62,10 @@ void append_value(std::vector<std::byte>& out, const GgufValue& value, std::stri
 }
 }  // namespace
 
-GgufWriter::GgufWriter(std::string path, uint32_t alignment) : path_(std::move(path)), alignment_(alignment) {
-  file_ = std::fopen(path_.c_str(), "wb");
-  if (!file_) fail_file(path_, "cannot create: {}", std::strerror(errno));
-  std::setvbuf(file_, nullptr, _IONBF, 0);
+GgufWriter::GgufWriter(std::string path, uint32_t alignment)
+    : path_(std::move(path)), alignment_(alignment), file_(path_) {
   pending_.reserve(kWritePiece);
   if (alignment_ != kGgufDefaultAlignment) add_u32("general.alignment", alignment_);
-}
-
-GgufWriter::~GgufWriter() {
-  if (file_) std::fclose(file_);
 }
 
 void GgufWriter::put(const void* data, std::size_t size) {
@@ -89,8 +81,7 @@ void GgufWriter::put(const void* data, std::size_t size) {
 }
 
 void GgufWriter::flush_pending() {
-  if (std::fwrite(pending_.data(), 1, pending_.size(), file_) != pending_.size())
-    fail_file(path_, "write failed: {}", std::strerror(errno));
+  file_.write(pending_.data(), pending_.size());
   pending_.clear();
 }
 
@@ -208,11 +199,7 @@ void GgufWriter::finish() {
     fail_file(path_, "tensor '{}' got {} of its {} bytes", tensors_[current_tensor_].name, current_written_,
               tensors_[current_tensor_].bytes);
   flush_pending();
-  if (std::fclose(file_) != 0) {
-    file_ = nullptr;
-    fail_file(path_, "close failed: {}", std::strerror(errno));
-  }
-  file_ = nullptr;
+  file_.commit();
 }
 
 }  // namespace cpullm

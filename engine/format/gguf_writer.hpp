@@ -1,9 +1,9 @@
 // Streaming GGUF v3 writer. Metadata and tensor infos are declared first; tensor data is then
 // streamed in declaration order, in as many pieces as the caller likes, so a model of any size
-// is written with memory bounded by the caller's chunk.
+// is written with memory bounded by the caller's chunk. The file appears at its path only when
+// finish() succeeds (util/output_file.hpp).
 #pragma once
 #include <cstdint>
-#include <cstdio>
 #include <span>
 #include <string>
 #include <string_view>
@@ -11,13 +11,13 @@
 
 #include "engine/format/ggml_types.hpp"
 #include "engine/format/gguf.hpp"
+#include "engine/util/output_file.hpp"
 
 namespace cpullm {
 
 class GgufWriter {
  public:
   GgufWriter(std::string path, uint32_t alignment = kGgufDefaultAlignment);
-  ~GgufWriter();
   GgufWriter(const GgufWriter&) = delete;
   GgufWriter& operator=(const GgufWriter&) = delete;
 
@@ -36,7 +36,7 @@ class GgufWriter {
 
   // Appends bytes to the current tensor; moves to the next one when it is full.
   void write_data(std::span<const std::byte> bytes);
-  // Checks every declared tensor got exactly its bytes, then closes the file.
+  // Checks every declared tensor got exactly its bytes, then puts the file in place.
   void finish();
 
   uint64_t total_tensor_bytes() const { return next_offset_; }
@@ -60,7 +60,7 @@ class GgufWriter {
 
   std::string path_;
   uint32_t alignment_;
-  std::FILE* file_ = nullptr;        // unbuffered: `pending_` is the buffer
+  OutputFile file_;                  // unbuffered: `pending_` is the buffer
   // Bytes not yet written, sent in whole 4 MiB pieces at offsets that are multiples of 4 MiB:
   // written so, the file enters the page cache in 2 MiB folios, which every process mapping it
   // then reads with 2 MiB entries (mapped_file.hpp); with stdio's 4 KiB buffer it stayed in

@@ -1,5 +1,8 @@
 #include "engine/model/config.hpp"
 
+#include <charconv>
+#include <cmath>
+
 #include "engine/format/gguf.hpp"
 #include "engine/util/error.hpp"
 
@@ -44,7 +47,17 @@ LlamaConfig LlamaConfig::from_gguf(const GgufFile& file) {
               rope_dims, c.head_dim);
   if (!(c.rms_eps > 0.0f && c.rms_eps < 1.0f))
     fail_file(file.path(), "llama.attention.layer_norm_rms_epsilon is {} (must be in (0, 1))", c.rms_eps);
-  if (!(c.rope_theta > 1.0f)) fail_file(file.path(), "llama.rope.freq_base is {} (must be > 1)", c.rope_theta);
+  if (!(c.rope_theta > 1.0f) || !std::isfinite(c.rope_theta))
+    fail_file(file.path(), "llama.rope.freq_base is {} (must be finite and > 1)", c.rope_theta);
+  // As llama.cpp: every block's tensors must belong to a block the header counts.
+  for (const GgufTensorInfo& t : file.tensors()) {
+    uint64_t block = 0;
+    if (!t.name.starts_with("blk.")) continue;
+    const char* digits = t.name.data() + 4;
+    const auto [end, error] = std::from_chars(digits, t.name.data() + t.name.size(), block);
+    if (error == std::errc() && end != digits && block >= static_cast<uint64_t>(c.n_layers))
+      fail_file(file.path(), "tensor '{}' is in block {}, but llama.block_count is {}", t.name, block, c.n_layers);
+  }
   return c;
 }
 

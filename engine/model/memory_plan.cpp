@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -31,15 +32,20 @@ uint64_t meminfo_bytes(const std::string& field) {
   return 0;
 }
 
-// Bytes of [data, data + size) in the page cache now (mincore on the mapping: no page is read).
+// Bytes of [data, data + size) in the page cache now (mincore on the mapping: no page is read),
+// asked 1 GiB of mapping at a time so the answer's buffer stays small (256 KiB of flags).
 uint64_t cached_bytes(const std::byte* data, std::size_t size) {
   const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGE_SIZE));
+  const std::size_t window = std::size_t{1} << 30;
   const auto begin = reinterpret_cast<uintptr_t>(data) / page * page;
   const auto end = reinterpret_cast<uintptr_t>(data) + size;
-  std::vector<unsigned char> resident((end - begin + page - 1) / page);
-  if (resident.empty() || mincore(reinterpret_cast<void*>(begin), end - begin, resident.data()) != 0) return 0;
+  std::vector<unsigned char> resident(window / page);
   uint64_t pages = 0;
-  for (unsigned char flag : resident) pages += flag & 1;
+  for (uintptr_t from = begin; from < end; from += window) {
+    const std::size_t length = std::min<uintptr_t>(window, end - from);
+    if (mincore(reinterpret_cast<void*>(from), length, resident.data()) != 0) return 0;
+    for (std::size_t i = 0; i < (length + page - 1) / page; ++i) pages += resident[i] & 1;
+  }
   return pages * page;
 }
 
@@ -71,12 +77,19 @@ uint64_t scratch_bytes(const LlamaConfig& c, int64_t chunk, int64_t context) {
 MemoryPlan plan_memory(const GgufFile& file, const LlamaConfig& config, const KvCacheShape& cache, int64_t chunk) {
   MemoryPlan plan;
   for (const GgufTensorInfo& tensor : file.tensors()) plan.weight_bytes += tensor.bytes;
-  const auto mapping = file.bytes();
-  plan.weight_cached_bytes = std::min(plan.weight_bytes, cached_bytes(mapping.data(), mapping.size()));
   plan.kv_cache_bytes = cache.bytes();
   plan.scratch_bytes = scratch_bytes(config, chunk, cache.context);
   plan.available_bytes = meminfo_bytes("MemAvailable");
   plan.total_bytes = meminfo_bytes("MemTotal");
+  // The sizes first: a plan that would not fit even with all of memory caching the weights is
+  // refused without mincore, whose walk over a huge (even sparse) file takes seconds. Its
+  // weight_cached_bytes then stays 0: not measured.
+  plan.weight_cached_bytes = std::min(plan.weight_bytes, plan.total_bytes);
+  const bool can_fit = plan.fits();
+  plan.weight_cached_bytes = 0;
+  if (!can_fit) return plan;
+  const auto mapping = file.bytes();
+  plan.weight_cached_bytes = std::min(plan.weight_bytes, cached_bytes(mapping.data(), mapping.size()));
   return plan;
 }
 

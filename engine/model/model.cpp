@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <cstring>
 #include <initializer_list>
@@ -145,6 +146,12 @@ std::span<const float> Model::forward(std::span<const BatchToken> batch) {
     }
   });
   for (const BatchToken& t : batch) sequence_length_[t.sequence] = t.position + 1;
+  // NaN or infinite weights (or activations that overflow) give logits no sampler can read: a
+  // run on them would print <unk>s and succeed. Every command reads its logits from here.
+  const auto bad = std::find_if_not(b.logits.begin(), b.logits.end(), [](float v) { return std::isfinite(v); });
+  if (bad != b.logits.end())
+    fail_file(file_->path(), "the logits are not finite ({} at vocabulary entry {}): the weights or hyper-parameters give no "
+              "usable output", *bad, (bad - b.logits.begin()) % c.vocab_size);
   return b.logits;
 }
 

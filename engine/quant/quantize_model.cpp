@@ -161,7 +161,7 @@ GgmlType quantize_type_from_name(std::string_view name) {
 QuantizeSummary quantize_model(const std::string& input_path, const std::string& output_path,
                                const QuantizeOptions& options) {
   const GgufFile source(input_path);
-  // Writing over the input would truncate the file being read.
+  // Replacing the source by its quantized copy would lose the source: refused.
   if (std::filesystem::exists(output_path) && std::filesystem::equivalent(input_path, output_path))
     fail_file(output_path, "is the input file; write the quantized model to another path");
 

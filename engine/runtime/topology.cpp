@@ -99,7 +99,48 @@ Topology detect_topology() {
   return from_hwloc(t, "this machine (hwloc)");
 }
 
+namespace {
+
+// hwloc builds every object a synthetic description names: "pack:64 numa:64 core:64 pu:64" is
+// 16.7 million PUs, tens of seconds and most of a GiB. The largest machines have a few thousand
+// PUs, and -t takes at most 4096 threads, so larger descriptions are refused before hwloc sees them.
+constexpr uint64_t kMaxSyntheticPus = 4096;
+
+// The PUs a description makes: the product of its levels' arities ("core:4", or a bare "4").
+// Attributes in parentheses and memory levels in brackets add none; what is not an arity is left
+// for hwloc to judge.
+uint64_t synthetic_pus(const std::string& description) {
+  std::string levels;  // the description without (...) and [...]
+  int depth = 0;
+  for (char ch : description) {
+    if (ch == '(' || ch == '[') ++depth;
+    else if ((ch == ')' || ch == ']') && depth > 0) --depth;
+    else if (depth == 0) levels += ch;
+  }
+  uint64_t pus = 1;
+  std::size_t start = 0;
+  while ((start = levels.find_first_not_of(" \t\n", start)) != std::string::npos) {
+    const std::size_t end = std::min(levels.find_first_of(" \t\n", start), levels.size());
+    const std::string level = levels.substr(start, end - start);
+    start = end;
+    const std::size_t colon = level.find(':');
+    const std::string arity = colon == std::string::npos ? level : level.substr(colon + 1);
+    uint64_t count = 0;
+    const auto [rest, error] = std::from_chars(arity.data(), arity.data() + arity.size(), count);
+    if (error == std::errc::result_out_of_range) return UINT64_MAX;
+    if (error != std::errc() || rest != arity.data() + arity.size() || count == 0) continue;
+    pus = count > UINT64_MAX / pus ? UINT64_MAX : pus * count;
+  }
+  return pus;
+}
+
+}  // namespace
+
 Topology synthetic_topology(const std::string& description) {
+  const uint64_t pus = synthetic_pus(description);
+  if (pus > kMaxSyntheticPus)
+    fail("--synthetic \"{}\": {} PUs; at most {} are supported (the most threads cpullm runs)", description,
+         pus == UINT64_MAX ? std::string("more than 2^64") : std::to_string(pus), kMaxSyntheticPus);
   HwlocTopology t = new_hwloc_topology();
   if (hwloc_topology_set_synthetic(t.get(), description.c_str()) != 0)
     fail("hwloc: invalid synthetic topology \"{}\" (see hwloc's Synthetic topologies documentation)", description);

@@ -18,9 +18,13 @@
 namespace cpullm {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail_file(path, "cannot open: {}", std::strerror(errno));
+  // Refused before open(), which waits for a writer on a FIFO; O_NONBLOCK and the second check
+  // cover a FIFO or device swapped in between.
   struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) fail_file(path, "cannot open: {}", std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail_file(path, "not a regular file");
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) fail_file(path, "cannot open: {}", std::strerror(errno));
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     fail_file(path, "not a regular file");

@@ -1,11 +1,6 @@
 #include "engine/util/npy.hpp"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <memory>
-
-#include "engine/util/error.hpp"
+#include "engine/util/output_file.hpp"
 
 namespace cpullm {
 
@@ -19,14 +14,13 @@ void write_npy(const std::string& path, std::span<const float> data, const std::
   header.append((64 - unpadded % 64) % 64, ' ');
   header += '\n';
 
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "wb"), &std::fclose);
-  if (!file) fail_file(path, "cannot create: {}", std::strerror(errno));
+  OutputFile file(path);
   const uint16_t header_length = static_cast<uint16_t>(header.size());
-  bool ok = std::fwrite("\x93NUMPY\x01\x00", 1, 8, file.get()) == 8 &&
-            std::fwrite(&header_length, 2, 1, file.get()) == 1 &&
-            std::fwrite(header.data(), 1, header.size(), file.get()) == header.size() &&
-            std::fwrite(data.data(), sizeof(float), data.size(), file.get()) == data.size();
-  if (!ok || std::fclose(file.release()) != 0) fail_file(path, "write failed: {}", std::strerror(errno));
+  file.write("\x93NUMPY\x01\x00", 8);
+  file.write(&header_length, 2);
+  file.write(header.data(), header.size());
+  file.write(data.data(), data.size_bytes());
+  file.commit();
 }
 
 }  // namespace cpullm

@@ -4,6 +4,8 @@
 
 #include <filesystem>
 
+#include "engine/util/text.hpp"
+
 namespace cpullm {
 
 std::string BenchPoint::test_name() const {
@@ -13,7 +15,7 @@ std::string BenchPoint::test_name() const {
 }
 
 std::string BenchPoint::case_name() const {
-  return fmt::format("{}/{}/t{}/b{}/np{}/{}/{}/{}/{}/{}/prefetch{}{}", std::filesystem::path(model).stem().string(),
+  return fmt::format("{}/{}/t{}/b{}/np{}/{}/{}/{}/{}/{}/prefetch{}{}", valid_utf8(std::filesystem::path(model).stem().string()),
                      test_name(), threads, n_batch, n_seq,
                      isa.empty() ? "best" : isa, attn_tile, binding, placement, kv_type, prefetch ? 1 : 0,
                      cold ? "/cold" : "");

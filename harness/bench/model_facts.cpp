@@ -6,12 +6,13 @@
 #include <fmt/format.h>
 
 #include "engine/format/gguf.hpp"
+#include "engine/util/text.hpp"
 
 namespace cpullm {
 
 ModelFacts describe_model(const GgufFile& file) {
   ModelFacts facts;
-  facts.filename = file.path();
+  facts.filename = valid_utf8(file.path());
   for (const GgufTensorInfo& t : file.tensors()) {
     facts.size += t.bytes;
     facts.n_params += static_cast<uint64_t>(t.elements());

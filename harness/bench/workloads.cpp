@@ -64,6 +64,9 @@ std::vector<Workload> read_workloads(const std::string& path) {
     } catch (const nlohmann::json::exception& e) {
       fail_file(path, "workload '{}': {}", w.name, e.what());
     }
+    // The name becomes a file name in --workload-dir: no folders, no dot files.
+    if (w.name.empty() || w.name.find('/') != std::string::npos || w.name.front() == '.')
+      fail_file(path, "workload name '{}' is not a plain file name", w.name);
     const std::set<std::string> formats = {"f32", "f16", "bf16", "q8_0", "q4_0", "q8_0-r8", "q4_0-r8", "int8-channel"};
     if (!formats.contains(w.format))
       fail_file(path, "workload '{}': format '{}' is none of f32, f16, bf16, q8_0, q4_0, q8_0-r8, q4_0-r8, int8-channel", w.name,
@@ -95,19 +98,18 @@ std::string ensure_workload_model(const Workload& workload, const std::string& d
   SyntheticModelOptions options;
   options.shape = workload.shape;
   options.dtype = workload.format == "f32" ? GgmlType::F32 : workload.format == "bf16" ? GgmlType::BF16 : GgmlType::F16;
-  // Written under a temporary name and renamed at the end: an interrupted run leaves no half model.
-  const fs::path written = target.string() + (direct ? ".partial" : ".f16.partial");
-  write_synthetic_model(written.string(), options);
+  // Each writer puts its file in place only once complete (util/output_file.hpp): an
+  // interrupted run leaves no half model. A quantized format goes through a 16-bit copy first.
   if (direct) {
-    fs::rename(written, target);
+    write_synthetic_model(target.string(), options);
     return target.string();
   }
+  const fs::path source = target.string() + ".f16";
+  write_synthetic_model(source.string(), options);
   QuantizeOptions quantize;
   quantize.type = quantize_type_from_name(workload.format);
-  const fs::path quantized = target.string() + ".partial";
-  quantize_model(written.string(), quantized.string(), quantize);
-  fs::remove(written);
-  fs::rename(quantized, target);
+  quantize_model(source.string(), target.string(), quantize);
+  fs::remove(source);
   return target.string();
 }
 

@@ -1,0 +1,18 @@
+// Text taken from files and paths (GGUF metadata, tensor names, token pieces, file names) can
+// hold any bytes. Before it reaches JSON (which must be UTF-8: nlohmann::json throws otherwise),
+// a database or a terminal, it goes through one of these.
+#pragma once
+#include <string>
+#include <string_view>
+
+namespace cpullm {
+
+// `text` with every byte that is not part of a valid UTF-8 sequence (overlong forms, surrogates
+// and code points past U+10FFFF included) replaced by U+FFFD.
+std::string valid_utf8(std::string_view text);
+
+// valid_utf8(text) with control characters (C0, DEL, C1) written as \n, \t, \r or \xNN, so a
+// printed string cannot move the cursor or send terminal escape sequences; backslashes doubled.
+std::string printable(std::string_view text);
+
+}  // namespace cpullm
