@@ -6,6 +6,7 @@ import argparse
 import datetime
 import json
 import os
+import shlex
 import sys
 from dataclasses import dataclass
 
@@ -21,7 +22,7 @@ import roofs  # noqa: E402
 import sweeps  # noqa: E402
 import tco  # noqa: E402
 import throughput  # noqa: E402
-from resultsdb import Contents, Database, DatabaseError  # noqa: E402
+from resultsdb import Contents, Database, DatabaseError, without_password  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SECTIONS = [latency, throughput, roofs, sweeps, tco, gpu, claims, provenance]
@@ -41,7 +42,7 @@ class Context:
 
 
 def fail(message):
-    print(f"cpullm report: error: {message}", file=sys.stderr)
+    print(f"cpullm: error: {message}", file=sys.stderr)
     sys.exit(1)
 
 
@@ -62,7 +63,8 @@ def load_assumptions(path):
 def parse_arguments(argv):
     parser = argparse.ArgumentParser(prog="cpullm report", description=__doc__.split("\n\n")[0])
     parser.error = fail  # a bad flag is bad input: one line, exit status 1
-    parser.add_argument("--db", help="results database: SQLite file or postgresql:// URL (none: an empty report of what to measure)")
+    parser.add_argument("--db", help="results database: SQLite file, postgresql:// URL or libpq conninfo string "
+                                     "(none: an empty report of what to measure)")
     parser.add_argument("--runs", type=int, nargs="+", metavar="ID", help="only these run ids (default: every run)")
     parser.add_argument("--assumptions", default=os.path.join(HERE, "assumptions.json"), help="TCO assumptions (JSON)")
     parser.add_argument("--gpu-results", help="measured GPU results to import (JSON, docs/gpu-results.md)")
@@ -84,8 +86,9 @@ def main(argv=None):
     context = Context(load_assumptions(args.assumptions), args.assumptions, gpus, published, gpu_results, args.profile)
     sections = [module.build(contents, context) for module in SECTIONS]
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    subtitle = (f"Written {now} by: cpullm report {' '.join(argv if argv is not None else sys.argv[1:])}; "
-                f"database {args.db or '(none)'}, {len(contents.runs)} runs, {len(contents.results)} results")
+    command = shlex.join(without_password(a) for a in (argv if argv is not None else sys.argv[1:]))
+    subtitle = (f"Written {now} by: cpullm report {command}; "
+                f"database {without_password(args.db or '(none)')}, {len(contents.runs)} runs, {len(contents.results)} results")
     try:
         with open(args.output, "w") as f:
             f.write(page.render("cpullm report", subtitle, sections))

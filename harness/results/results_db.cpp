@@ -4,6 +4,7 @@
 
 #include <ctime>
 #include <map>
+#include <regex>
 #include <variant>
 
 #include "harness/results/backend.hpp"
@@ -125,13 +126,24 @@ std::string utc_timestamp() {
 
 std::span<const ResultColumn> result_columns() { return columns_of_results; }
 
-bool is_postgres_url(const std::string& location) {
-  return location.starts_with("postgresql://") || location.starts_with("postgres://");
+std::string without_password(const std::string& text) {
+  static const std::pair<std::regex, const char*> passwords[] = {
+      {std::regex(R"((postgres(?:ql)?://[^:/@\s]*:)[^@/\s]*@)"), "$1***@"},
+      {std::regex(R"(([?&]password=)[^&#\s]*)"), "$1***"},
+      {std::regex(R"(((?:^|[\s=])password\s*=\s*)('(?:[^'\\]|\\.)*'|(?:\\.|[^\s\\])+))"), "$1***"}};
+  std::string out = text;
+  for (const auto& [pattern, replacement] : passwords) out = std::regex_replace(out, pattern, replacement);
+  return out;
+}
+
+bool is_postgres(const std::string& location) {
+  static const std::regex postgres(R"(^(postgres(ql)?://|\s*[A-Za-z_][A-Za-z0-9_]*\s*=))");
+  return std::regex_search(location, postgres);
 }
 
 std::unique_ptr<Connection> open_connection(const std::string& location, bool create) {
   if (location.empty()) fail("--db: empty path");
-  return is_postgres_url(location) ? open_postgres(location) : open_sqlite(location, create);
+  return is_postgres(location) ? open_postgres(location) : open_sqlite(location, create);
 }
 
 ResultsDb::ResultsDb(const std::string& location, DbOpen mode)
@@ -294,7 +306,7 @@ int64_t resume_run(ResultsDb& db, const std::string& kind, const std::string& co
 std::string command_line(int argc, const char* const* argv) {
   std::string line;
   for (int i = 0; i < argc; ++i) {
-    std::string arg = argv[i];
+    std::string arg = without_password(argv[i]);  // before quoting, which would end a conninfo password
     if (i == 0) arg = arg.substr(arg.rfind('/') + 1);  // "cpullm" wherever the binary lives
     if (arg.starts_with("--resume=")) continue;
     if (arg == "--resume") {
@@ -310,7 +322,7 @@ std::string command_line(int argc, const char* const* argv) {
       arg = quoted + "'";
     }
     if (!line.empty()) line += ' ';
-    line += without_password(arg);
+    line += arg;
   }
   return line;
 }
