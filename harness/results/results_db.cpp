@@ -306,7 +306,7 @@ int64_t resume_run(ResultsDb& db, const std::string& kind, const std::string& co
 std::string command_line(int argc, const char* const* argv) {
   std::string line;
   for (int i = 0; i < argc; ++i) {
-    std::string arg = without_password(argv[i]);  // before quoting, which would end a conninfo password
+    std::string arg = argv[i];
     if (i == 0) arg = arg.substr(arg.rfind('/') + 1);  // "cpullm" wherever the binary lives
     if (arg.starts_with("--resume=")) continue;
     if (arg == "--resume") {
@@ -316,6 +316,9 @@ std::string command_line(int argc, const char* const* argv) {
     }
     const bool plain = !arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./=:,+@%^-") ==
                                            std::string::npos;
+    // Masked before quoting (a conninfo password would take the closing quote), quoted or not
+    // as the argument itself.
+    arg = without_password(arg);
     if (!plain) {
       std::string quoted = "'";
       for (const char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
