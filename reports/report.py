@@ -5,6 +5,7 @@ and the runs behind it all. Run as `cpullm report [--db FILE|URL] [--runs ID ...
 import datetime
 import json
 import os
+import shlex
 import sys
 from dataclasses import dataclass
 
@@ -21,7 +22,7 @@ import roofs  # noqa: E402
 import sweeps  # noqa: E402
 import tco  # noqa: E402
 import throughput  # noqa: E402
-from resultsdb import Contents, Database, DatabaseError  # noqa: E402
+from resultsdb import Contents, Database, DatabaseError, without_password  # noqa: E402
 from cli_errors import ArgumentParser, fail  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -57,7 +58,8 @@ def load_assumptions(path):
 
 def parse_arguments(argv):
     parser = ArgumentParser(prog="cpullm report", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--db", help="results database: SQLite file or postgresql:// URL (none: an empty report of what to measure)")
+    parser.add_argument("--db", help="results database: SQLite file, postgresql:// URL or libpq conninfo string "
+                                     "(none: an empty report of what to measure)")
     parser.add_argument("--runs", type=int, nargs="+", metavar="ID", help="only these run ids (default: every run)")
     parser.add_argument("--assumptions", default=os.path.join(HERE, "assumptions.json"), help="TCO assumptions (JSON)")
     parser.add_argument("--gpu-results", help="measured GPU results to import (JSON, docs/gpu-results.md)")
@@ -79,8 +81,9 @@ def main(argv=None):
     context = Context(load_assumptions(args.assumptions), args.assumptions, gpus, published, gpu_results, args.profile)
     sections = [module.build(contents, context) for module in SECTIONS]
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    subtitle = (f"Written {now} by: cpullm report {' '.join(argv if argv is not None else sys.argv[1:])}; "
-                f"database {args.db or '(none)'}, {len(contents.runs)} runs, {len(contents.results)} results")
+    command = shlex.join(without_password(a) for a in (argv if argv is not None else sys.argv[1:]))
+    subtitle = (f"Written {now} by: cpullm report {command}; "
+                f"database {without_password(args.db or '(none)')}, {len(contents.runs)} runs, {len(contents.results)} results")
     try:
         with open(args.output, "w") as f:
             f.write(page.render("cpullm report", subtitle, sections))

@@ -9,6 +9,9 @@ import sys
 
 from space import DIMENSIONS
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reports"))
+from resultsdb import is_postgres, without_password  # noqa: E402,F401 (is_postgres: for sweep)
+
 # Bench sets every dimension; generate only those it has flags for.
 BENCH_FEATURES = {k for k, (flag, _, _) in DIMENSIONS.items() if flag}
 GENERATE_FEATURES = {"threads", "bind", "cpuset", "housekeeping", "attn_tile"}
@@ -18,11 +21,16 @@ class MeasureError(Exception):
     """A run that failed: the message has the command and its last stderr line."""
 
 
+def shown(cmd):
+    """A command as messages, the sweep's state file and its table show it: passwords masked."""
+    return " ".join(without_password(a) for a in cmd)
+
+
 def run_checked(cmd, **kw):
     result = subprocess.run(cmd, capture_output=True, text=True, **kw)
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["(no output)"])[-1].removeprefix("cpullm: error: ")
-        raise MeasureError(f"{os.path.basename(cmd[0])} {cmd[1]}: {last} (exit {result.returncode}; command: {' '.join(cmd)})")
+        raise MeasureError(f"{os.path.basename(cmd[0])} {cmd[1]}: {last} (exit {result.returncode}; command: {shown(cmd)})")
     return result
 
 
@@ -94,7 +102,7 @@ def bench_once(cpullm, model, point, workload, db=None):
     prefill = next((r for r in lines if r.get("n_gen") == 0), None)
     decode = next((r for r in lines if r.get("n_prompt") == 0), None)
     if not prefill or not decode:
-        raise MeasureError(f"{' '.join(cmd)}: expected a prompt (n_gen 0) and a generation (n_prompt 0) line")
+        raise MeasureError(f"{shown(cmd)}: expected a prompt (n_gen 0) and a generation (n_prompt 0) line")
     sample = {"prefill_tps": prefill["avg_ts"], "decode_tps": decode["avg_ts"]}
     sample["ttft_ms"] = prefill.get("ttft_ms") or workload["prompt"] / prefill["avg_ts"] * 1e3
     sample["tpot_ms"] = decode.get("tpot_ms") or 1e3 / decode["avg_ts"]
@@ -119,7 +127,7 @@ def generate_once(cpullm, model, point, workload, db=None):
            "--temp", "0", "-c", str(2 * workload["prompt"] + workload["gen"] + 16)] + point_flags(point)
     match = TIMING.search(run_checked(cmd).stderr)
     if not match:
-        raise MeasureError(f"{' '.join(cmd)}: no timing line on stderr")
+        raise MeasureError(f"{shown(cmd)}: no timing line on stderr")
     prompt_tokens, prefill_tps, ttft, _, decode_tps = (float(g) for g in match.groups())
     return {"prefill_tps": prefill_tps, "decode_tps": decode_tps, "ttft_ms": ttft,
             "tpot_ms": 1e3 / decode_tps if decode_tps else float("inf"), "prompt_tokens": prompt_tokens}

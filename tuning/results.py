@@ -1,12 +1,14 @@
 """What a sweep keeps: one JSON line per finished evaluation in OUT/sweep-state.jsonl (written
 and flushed as each finishes, so an interrupted sweep resumes without repeating one), the
 evaluations as a `sweep` run of the results database, the sweep table, and the best
-configuration per objective as a CLI11 TOML config file."""
+configuration per objective as a TOML config file."""
 import json
 import math
 import os
 import sqlite3
 import time
+
+import tomli_w  # Debian's python3-tomli-w
 
 from space import DIMENSIONS, describe, point_key
 from stats import mean_ci
@@ -26,10 +28,11 @@ def better_for(objective):
 
 
 class State:
-    """The evaluations finished so far, by (point key, level)."""
+    """The evaluations finished so far, by (point key, level), and whether the sweep finished
+    (its last line {"finished": TIME}, written once its table and configs are)."""
 
     def __init__(self, path, resume):
-        self.path, self.done = path, {}
+        self.path, self.done, self.finished = path, {}, None
         if os.path.exists(path):
             if not resume:
                 raise FileExistsError(f"{path}: a sweep was already run here; --resume continues it, or choose another --out")
@@ -37,15 +40,25 @@ class State:
                 for line in f:
                     if line.strip():
                         r = json.loads(line)
-                        self.done[(r["key"], r["level"])] = r
+                        if "finished" in r:
+                            self.finished = r["finished"]
+                        else:
+                            self.done[(r["key"], r["level"])] = r
 
     def get(self, point, level):
         return self.done.get((point_key(point), level))
 
     def add(self, result):
         self.done[(result["key"], result["level"])] = result
+        self._append(result)
+
+    def finish(self):
+        self.finished = utc_now()
+        self._append({"finished": self.finished})
+
+    def _append(self, line):
         with open(self.path, "a") as f:
-            f.write(json.dumps(result) + "\n")
+            f.write(json.dumps(line) + "\n")
             f.flush()
             os.fsync(f.fileno())
 
@@ -202,23 +215,21 @@ def sweep_table(results, objective):
     return "\n".join(rows) + "\n"
 
 
-def toml_value(v):
-    return json.dumps(v) if isinstance(v, str) else repr(v)
-
-
 # Options `cpullm bench` has and `generate` lacks: they go in a [bench] section, which generate's
-# --config skips (cli/config_file: keys at the top or under the subcommand's name).
+# --config leaves to bench (cli/config_file: keys at the top are for both, [bench] and
+# [generate] for one).
 BENCH_ONLY = {"placement", "batch-size"}
 
 
 def write_config(path, model, point, comment_lines):
     """The point as a config file for `cpullm generate/bench --config FILE`: long option names,
     the options both commands have at the top, bench's own under [bench]."""
-    common, bench = [f"model = {toml_value(model)}"], []
+    config, bench = {"model": model}, {}
     for key, value in point.items():
         name = DIMENSIONS[key][1]
         if name and key != "sparsity":
-            (bench if name in BENCH_ONLY else common).append(f"{name} = {toml_value(value)}")
-    lines = [f"# {c}" for c in comment_lines] + common + (["", "[bench]"] + bench if bench else [])
+            (bench if name in BENCH_ONLY else config)[name] = value
+    if bench:
+        config["bench"] = bench
     with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write("".join(f"# {c}\n" for c in comment_lines) + tomli_w.dumps(config))

@@ -39,8 +39,8 @@ def add_measure_arguments(parser):
     parser.add_argument("--budget", default="10m", help="wall-clock budget for the sweep: 90s, 10m, 1h (default 10m)")
     parser.add_argument("--strategy", choices=sorted(STRATEGIES), default="halving")
     parser.add_argument("--objective", choices=sorted(res.OBJECTIVES), default="throughput")
-    parser.add_argument("--db", help="results database: an SQLite file (the sweep as a run of kind sweep) or a "
-                                     "postgresql:// URL (bench's runs only)")
+    parser.add_argument("--db", help="results database: an SQLite file (the sweep as a run of kind sweep), or a "
+                                     "postgresql:// URL or libpq conninfo string (bench's runs only)")
     parser.add_argument("--out", default="sweep-out", help="folder for the state, the table and the configs")
     parser.add_argument("--cache", help="folder for quantized copies of the model (default OUT/models)")
     parser.add_argument("--resume", action="store_true", help="continue the sweep in --out, repeating nothing finished")
@@ -124,15 +124,16 @@ class Sweep:
         # With an SQLite --db the sweep writes its own run there and bench its runs into OUT; a
         # PostgreSQL one (no driver in Python's standard library) gets bench's runs only.
         self.bench_db, self.db = args.db, None
-        if args.db and backend == "bench" and not args.db.startswith(("postgresql://", "postgres://")):
+        if args.db and backend == "bench" and not measure.is_postgres(args.db):
             self.bench_db = os.path.join(args.out, "bench-runs.db")
             command = shlex.join(["cpullm", os.path.splitext(os.path.basename(sys.argv[0]))[0]]
                                  + [a for a in sys.argv[1:] if a != "--resume"])
             self.db = res.SweepDb(args.db, self.bench_db, command, workload, self.source_format)
         elif args.db and backend == "bench":
-            print(f"cpullm sweep: note: {args.db}: the sweep's own run (kind 'sweep') is written to SQLite databases "
+            print(f"cpullm sweep: note: {measure.without_password(args.db)}: the sweep's own run (kind 'sweep') is written to SQLite databases "
                   "only; cpullm bench writes each repetition's run there", file=sys.stderr)
         self.progress = None
+        self.complete = False  # the sweep ran to its end within the budget
         self.before_run = None  # tune's hook: called with (point, level) before each run of an evaluation
 
     def model_path(self, point):
@@ -223,6 +224,10 @@ def run_sweep(args, space, before_run=None):
     if args.eta < 2:
         fail(f"--eta {args.eta}: halving keeps 1/eta of the points per level, so eta must be at least 2")
     sweep = Sweep(args, space["workload"])
+    if sweep.state.finished:  # resuming it would replay every evaluation into the database again
+        print(f"cpullm sweep: {args.out}: the sweep finished at {sweep.state.finished}; --resume adds nothing "
+              f"(its table: {os.path.join(args.out, 'sweep-table.md')}; another --out starts a new sweep)", file=sys.stderr)
+        sys.exit(0)
     sweep.before_run = before_run
     points, dropped = sp.constrain(sp.expand(space), sweep.topology, sweep.source_format, sweep.features)
     for point, reason in dropped:
@@ -248,13 +253,21 @@ def run_sweep(args, space, before_run=None):
         winner = min(pick, key=lambda r: r["value"] if not res.OBJECTIVES[args.objective][1] else -r["value"]) if pick else order[0]
     elif order:
         winner = order[0]
-    if sweep.db and not budget.spent():  # a sweep the budget cut short stays open for --resume
-        sweep.db.finish()
+    sweep.complete = not budget.spent()  # a sweep the budget cut short stays open for --resume
     return sweep, results, winner
 
 
 def report(args, sweep, results, winner):
-    """The table, the configs, and the winner's lines on stdout."""
+    """The table, the configs and the winner's lines on stdout; then a sweep that ran to its end
+    is marked finished, in the state and the database."""
+    write_outputs(args, sweep, results, winner)
+    if sweep.complete:
+        if sweep.db:
+            sweep.db.finish()
+        sweep.state.finish()
+
+
+def write_outputs(args, sweep, results, winner):
     table = res.sweep_table(results, args.objective)
     with open(os.path.join(args.out, "sweep-table.md"), "w") as f:
         f.write(table)

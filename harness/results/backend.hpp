@@ -1,5 +1,5 @@
 // The two database backends behind ResultsDb, one small interface: SQL with ? placeholders in,
-// typed values out. SQLite for files, PostgreSQL (libpq) for postgresql:// URLs.
+// typed values out. SQLite for files, PostgreSQL (libpq) for postgresql:// URLs and conninfo strings.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -54,12 +54,16 @@ class Transaction {
   bool committed_ = false;
 };
 
-// "postgresql://user:secret@host/db" -> "postgresql://user:***@host/db", wherever such a URL
-// stands in `text`: for error messages and the command lines stored in runs.
+// `text` with every PostgreSQL password in it masked as ***: a URL's user:PASSWORD@ and its
+// ?password= parameter, a conninfo string's password=VALUE (quoted or not). For error messages
+// and the command lines stored in runs; reports/resultsdb.py masks with the same patterns.
 std::string without_password(const std::string& text);
 
-// True for postgresql:// and postgres:// URLs (libpq's two URI prefixes).
-bool is_postgres_url(const std::string& location);
+// True for PostgreSQL's two forms of a location: a postgresql:// or postgres:// URL, and a libpq
+// conninfo string, which starts with a keyword and "=" (`host=... dbname=...`; an SQLite file
+// named so is written ./NAME). The password may also come from PGPASSWORD or PGPASSFILE, which
+// libpq reads itself.
+bool is_postgres(const std::string& location);
 
 // WAL, synchronous=FULL (a committed point survives a crash of the machine too), a 30 s busy
 // timeout, foreign keys on. create=false: an absent file is an Error.

@@ -47,6 +47,12 @@ std::string postgres_real(double value) {
 class PostgresConnection final : public Connection {
  public:
   explicit PostgresConnection(const std::string& url) : name_(without_password(url)) {
+    // libpq's own complaint about a malformed string quotes pieces of it, the password's too.
+    char* parse_error = nullptr;
+    PQconninfoOption* parsed = PQconninfoParse(url.c_str(), &parse_error);
+    PQfreemem(parse_error);
+    if (!parsed) fail("--db: not a PostgreSQL URL or connection string that libpq can read (not shown: it may hold a password)");
+    PQconninfoFree(parsed);
     // connect_timeout comes first so that one in the URL overrides it: a server that does not
     // answer is an error after 10 s, not a hang.
     const char* keywords[] = {"connect_timeout", "dbname", nullptr};
@@ -124,11 +130,6 @@ class PostgresConnection final : public Connection {
 };
 
 }  // namespace
-
-std::string without_password(const std::string& text) {
-  static const std::regex password(R"((postgres(ql)?://[^:/@\s]*:)[^@/\s]*@)");
-  return std::regex_replace(text, password, "$1***@");
-}
 
 std::unique_ptr<Connection> open_postgres(const std::string& url) {
   return std::make_unique<PostgresConnection>(url);

@@ -4,6 +4,7 @@
 
 #include <ctime>
 #include <map>
+#include <regex>
 #include <variant>
 
 #include "harness/results/backend.hpp"
@@ -125,13 +126,24 @@ std::string utc_timestamp() {
 
 std::span<const ResultColumn> result_columns() { return columns_of_results; }
 
-bool is_postgres_url(const std::string& location) {
-  return location.starts_with("postgresql://") || location.starts_with("postgres://");
+std::string without_password(const std::string& text) {
+  static const std::pair<std::regex, const char*> passwords[] = {
+      {std::regex(R"((postgres(?:ql)?://[^:/@\s]*:)[^@/\s]*@)"), "$1***@"},
+      {std::regex(R"(([?&]password=)[^&#\s]*)"), "$1***"},
+      {std::regex(R"(((?:^|[\s=])password\s*=\s*)('(?:[^'\\]|\\.)*'|(?:\\.|[^\s\\])+))"), "$1***"}};
+  std::string out = text;
+  for (const auto& [pattern, replacement] : passwords) out = std::regex_replace(out, pattern, replacement);
+  return out;
+}
+
+bool is_postgres(const std::string& location) {
+  static const std::regex postgres(R"(^(postgres(ql)?://|\s*[A-Za-z_][A-Za-z0-9_]*\s*=))");
+  return std::regex_search(location, postgres);
 }
 
 std::unique_ptr<Connection> open_connection(const std::string& location, bool create) {
   if (location.empty()) fail("--db: empty path");
-  return is_postgres_url(location) ? open_postgres(location) : open_sqlite(location, create);
+  return is_postgres(location) ? open_postgres(location) : open_sqlite(location, create);
 }
 
 ResultsDb::ResultsDb(const std::string& location, DbOpen mode)
@@ -304,13 +316,16 @@ std::string command_line(int argc, const char* const* argv) {
     }
     const bool plain = !arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./=:,+@%^-") ==
                                            std::string::npos;
+    // Masked before quoting (a conninfo password would take the closing quote), quoted or not
+    // as the argument itself.
+    arg = without_password(arg);
     if (!plain) {
       std::string quoted = "'";
       for (const char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
       arg = quoted + "'";
     }
     if (!line.empty()) line += ' ';
-    line += without_password(arg);
+    line += arg;
   }
   return line;
 }

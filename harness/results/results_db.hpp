@@ -1,5 +1,5 @@
 // The results database: every measured point cpullm reports is stored here, in SQLite (a file,
-// WAL) or PostgreSQL (a postgresql:// URL, for a team collecting results from many servers).
+// WAL) or PostgreSQL (a postgresql:// URL or a libpq conninfo string, for a team collecting results from many servers).
 // The tables are in harness/results/schema.sql and docs/results-db.md.
 //
 // A writer (cpullm bench, the sweep driver) does:
@@ -98,7 +98,8 @@ enum class DbOpen {
 
 class ResultsDb {
  public:
-  // A file path (SQLite; created if absent) or a postgresql:// (or postgres://) URL. Creates
+  // A file path (SQLite; created if absent), a postgresql:// (or postgres://) URL or a libpq
+  // conninfo string (`host=... dbname=...`, backend.hpp's is_postgres). Creates
   // the tables or migrates an older schema; a newer schema than this build knows is an Error.
   explicit ResultsDb(const std::string& location, DbOpen mode = DbOpen::create);
   ~ResultsDb();
@@ -138,7 +139,7 @@ int64_t resume_run(ResultsDb& db, const std::string& kind, const std::string& co
 
 // The command line as stored in runs.command: arguments joined by spaces, shell-quoted where
 // needed, with `--resume`, `--resume N` and `--resume=N` removed, so that the resumed
-// invocation matches the original one, and passwords in postgresql:// URLs masked.
+// invocation matches the original one, and PostgreSQL passwords masked (without_password).
 std::string command_line(int argc, const char* const* argv);
 
 // Now, as runs.started_at and results.test_time hold it: ISO 8601 UTC to the second, e.g.

@@ -4,8 +4,10 @@
 initdb into a temporary folder, the server run as the unprivileged `postgres` user when this
 runs as root, listening on a free loopback port; then every API test of test_results_db (the
 Backends/*/postgres cases, which exist only when CPULLM_TEST_POSTGRES_URL is set) and the
-`cpullm db` checks (results_db_checks.py) against it. Skips (exit 77) only when the
-PostgreSQL server binaries are absent: scripts/setup installs them.
+`cpullm db` checks (results_db_checks.py) against it; then a role with a password, reached
+through PGPASSWORD, PGPASSFILE and a conninfo string's password= by bench, db and report, the
+password shown nowhere (stdout, stderr, the stored command, the HTML). Skips (exit 77) only
+when the PostgreSQL server binaries are absent: scripts/setup installs them.
 
 Usage: test_postgres.py --cpullm BIN --api-tests BIN --workdir DIR
 """
@@ -20,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 
-from cli_checks import check, run, run_checks
+from cli_checks import check, run, run_checks, write_tiny_model
 from results_db_checks import ROWS, check_db_cli
 
 SKIP = 77
@@ -32,9 +34,13 @@ def free_port():
         return s.getsockname()[1]
 
 
+# A role that must give its password (every other connection is trusted).
+SECRET_USER, SECRET = "secretuser", "s3cret-pw"
+
+
 class Server:
-    """A throwaway PostgreSQL cluster: trust authentication, loopback only, fsync off (the tests
-    kill processes, never the machine)."""
+    """A throwaway PostgreSQL cluster: trust authentication but for SECRET_USER, loopback only,
+    fsync off (the tests kill processes, never the machine)."""
 
     def __init__(self, bin_dir):
         self.bin_dir = bin_dir
@@ -54,9 +60,15 @@ class Server:
 
     def start(self):
         self.tool("initdb", "-D", self.data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync")
+        hba = os.path.join(self.data, "pg_hba.conf")
+        with open(hba) as f:
+            rules = f.read()
+        with open(hba, "w") as f:  # the first matching line wins
+            f.write(f"host all {SECRET_USER} 127.0.0.1/32 scram-sha-256\n" + rules)
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
         self.tool("pg_ctl", "-D", self.data, "-l", os.path.join(self.root, "server.log"), "-o", options, "-w", "-t", "60",
                   "start")
+        self.sql(f"CREATE ROLE {SECRET_USER} LOGIN SUPERUSER PASSWORD '{SECRET}'")
 
     def sql(self, statements):
         self.tool("psql", "-q", "-v", "ON_ERROR_STOP=1", "-d", self.url, "-c", statements)
@@ -85,11 +97,55 @@ def db_command_on_postgres(ctx):
     check_db_cli(ctx.cpullm, ctx.server.url)
 
 
+def cpullm(ctx, *args, **env):
+    """cpullm with PGPASSWORD and PGPASSFILE as given here only; stdout and stderr must not hold the password."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("PGPASSWORD", "PGPASSFILE")}
+    proc = subprocess.run([ctx.cpullm, *args], capture_output=True, text=True, timeout=120, env={**clean, **env})
+    assert SECRET not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    return proc
+
+
+@check
+def password_from_environment_passfile_and_conninfo(ctx):
+    ctx.server.sql("DROP SCHEMA public CASCADE; CREATE SCHEMA public;")
+    tiny = os.path.join(ctx.workdir, "tiny.gguf")
+    write_tiny_model(ctx.cpullm, tiny)
+    conninfo = f"host=127.0.0.1 port={ctx.server.port} dbname=postgres user={SECRET_USER}"
+    bench = ["bench", "-m", tiny, "-p", "0", "-n", "2", "-r", "1", "-o", "json", "--no-regions", "--db"]
+    refused = cpullm(ctx, *bench, conninfo)
+    assert refused.returncode == 1 and refused.stderr.startswith("cpullm: error: ") and "password" in refused.stderr, refused.stderr
+    proc = cpullm(ctx, *bench, conninfo, PGPASSWORD=SECRET)
+    assert proc.returncode == 0, proc.stderr
+    passfile = os.path.join(ctx.workdir, "pgpass")
+    with open(os.open(passfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        f.write(f"127.0.0.1:{ctx.server.port}:postgres:{SECRET_USER}:{SECRET}\n")
+    proc = cpullm(ctx, *bench, conninfo + f" password={SECRET}")
+    assert proc.returncode == 0, proc.stderr
+    runs = cpullm(ctx, "db", "--db", conninfo, "runs", PGPASSFILE=passfile)
+    assert runs.returncode == 0 and runs.stdout.count("| bench ") == 2 and "password=***" in runs.stdout, runs.stdout
+    # report (Python, psycopg2): the password from the string, the environment or the file.
+    for name, location, env in (("string", conninfo + f" password={SECRET}", {}),
+                                ("url", f"postgresql://{SECRET_USER}:{SECRET}@127.0.0.1:{ctx.server.port}/postgres", {}),
+                                ("env", conninfo, {"PGPASSWORD": SECRET}), ("file", conninfo, {"PGPASSFILE": passfile})):
+        html = os.path.join(ctx.workdir, f"report-{name}.html")
+        proc = cpullm(ctx, "report", "--db", location, "-o", html, **env)
+        assert proc.returncode == 0, proc.stderr
+        with open(html) as f:
+            text = f.read()
+        assert SECRET not in text and "2 runs" in text, name
+    wrong = cpullm(ctx, "report", "--db", conninfo + " password=wrong-pw", "-o", os.path.join(ctx.workdir, "never.html"))
+    assert wrong.returncode == 1 and wrong.stderr.count("\n") == 1 and "wrong-pw" not in wrong.stderr, wrong.stderr
+    assert wrong.stderr.startswith("cpullm: error: host=127.0.0.1") and "password=***" in wrong.stderr, wrong.stderr
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--cpullm", required=True)
     parser.add_argument("--api-tests", required=True)
+    parser.add_argument("--workdir", required=True)
     ctx = parser.parse_args()
+    shutil.rmtree(ctx.workdir, ignore_errors=True)
+    os.makedirs(ctx.workdir)
     bin_dirs = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
     if not bin_dirs:
         print("SKIP: no PostgreSQL server binaries (/usr/lib/postgresql/*/bin/pg_ctl); scripts/setup installs the "

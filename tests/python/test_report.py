@@ -3,11 +3,14 @@ and scripts/nightly write, rendered through `cpullm report` (the C++ binary exec
 script), then loaded in headless Chromium: no console errors, every figure drawn and non-empty,
 a screenshot kept under the work directory. Also: the roofline holds every measured region
 against the stored roofs (or bench's), C11 quotes the measured sharing, the TCO uses measured
-energy where there is some, verdicts follow the data, bad input fails with a clear message."""
+energy where there is some, verdicts follow the data, bad input fails with a clear message: a
+value of the wrong type in a column, a schema newer than this code, a database password is never
+shown."""
 import argparse
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import unittest
@@ -236,6 +239,38 @@ class ReportTest(unittest.TestCase):
         result = run_report("--db", db, "--runs", "99", "-o", out)
         self.assertEqual(result.returncode, 1)
         self.assertIn("no run with id 99", result.stderr)
+
+    def test_wrong_types_and_newer_schema_are_refused(self):
+        out = os.path.join(ARGS.workdir, "never.html")
+        for table, column, value in (("results", "avg_ts", "fast"), ("samples", "ns", "slow"), ("runs", "cores", "many"),
+                                     ("results", "case_name", b"\x00bytes")):
+            db = os.path.join(ARGS.workdir, f"wrong-{table}-{column}.db")
+            build_database(db, 3.0)
+            with sqlite3.connect(db) as c:
+                c.execute(f"UPDATE {table} SET {column} = ? WHERE rowid = (SELECT MIN(rowid) FROM {table})", (value,))
+            result = run_report("--db", db, "-o", out)
+            self.assertEqual(result.returncode, 1, result.stderr)
+            self.assertRegex(result.stderr, rf"^cpullm: error: {re.escape(db)}: table {table}, column {column}, .* is not ")
+            self.assertEqual(result.stderr.count("\n"), 1, result.stderr)
+        db = os.path.join(ARGS.workdir, "newer.db")
+        build_database(db, 3.0)
+        with sqlite3.connect(db) as c:
+            c.execute("INSERT INTO schema_version (version) VALUES (999)")
+        result = run_report("--db", db, "-o", out)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn(f"cpullm: error: {db}: schema version 999 is newer than this cpullm knows", result.stderr)
+        self.assertFalse(os.path.exists(out))
+
+    def test_password_never_shown(self):
+        out = os.path.join(ARGS.workdir, "never.html")
+        for location in ("postgresql://cpullm:s3cret@127.0.0.1:1/results", "host=127.0.0.1 port=1 password=s3cret",
+                         "host=127.0.0.1 password=s3 cret"):  # the last one malformed: libpq would quote "cret"
+            result = run_report("--db", location, "-o", out)
+            self.assertEqual(result.returncode, 1, result.stderr)
+            self.assertTrue(result.stderr.startswith("cpullm: error: "), result.stderr)
+            self.assertNotIn("s3", result.stderr)
+            self.assertNotIn("cret", result.stderr)
+            self.assertEqual(result.stderr.count("\n"), 1, result.stderr)
 
 
 if __name__ == "__main__":

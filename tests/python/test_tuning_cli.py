@@ -7,10 +7,11 @@
   planned for, never loaded);
 - the new profiles are read, and a malformed profile is an error naming the field;
 - a tiny real sweep over stories260K (threads x format), its table and TOML configs, the config
-  read back by `cpullm bench --config`, and `--resume` repeating nothing;
+  read back by `cpullm bench --config`, and `--resume` of the finished sweep adding nothing;
 - a sweep killed after its second point and resumed: one `sweep` run in the results database,
   every evaluation a row exactly once with its repetitions as samples, the run finished, and
-  `cpullm db` reading it.
+  `cpullm db` reading it; resumed once more, finished, it says so and adds nothing;
+- a PostgreSQL --db's password (URL or conninfo) in no note, error, state file or table.
 
 Usage: test_tuning_cli.py --cpullm BIN --shared DIR --workdir DIR
 """
@@ -25,7 +26,7 @@ import subprocess
 import sys
 import time
 
-from cli_checks import check, expect_error, run, run_checks
+from cli_checks import check, expect_error, run, run_checks, write_tiny_model
 
 PROFILES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tuning", "profiles")
 
@@ -200,8 +201,12 @@ def tiny_sweep_end_to_end(ctx):
     # generate reads the same file (options it lacks would be ignored).
     generated = run([ctx.cpullm, "generate", "--config", config, "-p", "Once", "-n", "4", "--temp", "0"])
     assert f"{threads} threads" in generated.stderr, generated.stderr
-    again = run(cmd + ["--resume"], timeout=600)
-    assert " measured, " not in again.stderr and again.stderr.count(" resumed, ") == 4, again.stderr
+    state = os.path.join(out_dir, "sweep-state.jsonl")
+    before = open(state).read()
+    again = run(cmd + ["--resume"], timeout=600)  # a finished sweep: nothing to repeat, nothing to add
+    assert " measured, " not in again.stderr and " resumed, " not in again.stderr, again.stderr
+    assert "the sweep finished at" in again.stderr and "--resume adds nothing" in again.stderr, again.stderr
+    assert open(state).read() == before
     expect_error(cmd, "--resume")  # the same folder without --resume is refused
 
 
@@ -255,9 +260,41 @@ def sweep_rows_in_results_db_survive_interruption(ctx):
             ts = [t for (t,) in c.execute("SELECT ts FROM samples WHERE result_id = ?", (result_id,))]
             assert len(ts) >= 1 and abs(sum(ts) / len(ts) - avg_ts) < 1e-9 * avg_ts, (result_id, ts, avg_ts)
     assert os.path.exists(os.path.join(out_dir, "bench-runs.db"))
+    # Resuming the finished sweep says so and copies nothing into a new run.
+    finished = run(cmd + ["--resume"], timeout=600)
+    assert "the sweep finished at" in finished.stderr and " resumed, " not in finished.stderr, finished.stderr
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+        assert c.execute("SELECT count(*) FROM results").fetchone()[0] == 6
     # cpullm reads what the sweep wrote.
     listed = run([ctx.cpullm, "db", "--db", db, "results", str(runs[0][0]), "--export-json"]).stdout
     assert json.loads(listed)["run"]["kind"] == "sweep" and len(json.loads(listed)["results"]) == 6, listed
+
+
+@check
+def sweep_never_shows_a_database_password(ctx):
+    """A PostgreSQL --db with a password (no server there: every point fails): the note, the
+    failures on stderr, sweep-state.jsonl and sweep-table.md hold no password, and a conninfo
+    string is no SQLite file."""
+    model = os.path.join(ctx.workdir, "tiny-secret.gguf")
+    write_tiny_model(ctx.cpullm, model)
+    space = os.path.join(ctx.workdir, "one.toml")
+    with open(space, "w") as f:
+        f.write('[values]\nthreads = [1]\n[workload]\nprompt = 4\ngen = 2\n')
+    for name, location in (("url", "postgresql://cpullm:s3cret-pw@127.0.0.1:1/results"),
+                           ("conninfo", "host=127.0.0.1 port=1 dbname=results password=s3cret-pw")):
+        out_dir = os.path.join(ctx.workdir, f"sweep-secret-{name}")
+        shutil.rmtree(out_dir, ignore_errors=True)
+        proc = run([ctx.cpullm, "sweep", "-m", model, "--space", space, "--strategy", "grid", "--budget", "2m",
+                    "--out", out_dir, "--point-budget", "2", "--max-reps", "1", "--db", location], expect_ok=False)
+        assert "cannot connect to PostgreSQL" in proc.stderr + proc.stdout, proc.stderr
+        assert "note:" in proc.stderr and "***" in proc.stderr, proc.stderr
+        files = sorted(os.listdir(out_dir))
+        assert "sweep-state.jsonl" in files and "sweep-table.md" in files, files
+        for text in [proc.stdout, proc.stderr, " ".join(files)] + [open(os.path.join(out_dir, f)).read() for f in
+                                                                   ("sweep-state.jsonl", "sweep-table.md")]:
+            assert "s3cret" not in text, text
+        assert not [f for f in os.listdir(".") if "s3cret" in f]
 
 
 def main():

@@ -410,6 +410,21 @@ TEST(ResultsDbCommandLine, DropsResumeAndQuotesWhatTheShellWould) {
   EXPECT_EQ(command_line(12, argv), "cpullm bench -p '64-512*2' --db 'my results.db' -n 'it'\\''s'");
   const char* with_url[] = {"cpullm", "sweep", "--db=postgresql://team:s3cret@db.lab:5432/results"};
   EXPECT_EQ(command_line(3, with_url), "cpullm sweep --db=postgresql://team:***@db.lab:5432/results");
+  const char* with_conninfo[] = {"cpullm", "bench", "--db", "host=db.lab password='s3 cr\\'et' dbname=results",
+                                 "--db=postgresql://team@db.lab/results?password=s3cret&sslmode=require"};
+  EXPECT_EQ(command_line(5, with_conninfo), "cpullm bench --db 'host=db.lab password=*** dbname=results' "
+                                            "'--db=postgresql://team@db.lab/results?password=***&sslmode=require'");
+}
+
+TEST(ResultsDbLocation, ConninfoIsPostgresAndItsPasswordMasked) {
+  EXPECT_TRUE(is_postgres("host=db.lab dbname=results"));
+  EXPECT_TRUE(is_postgres(" dbname = results"));
+  EXPECT_TRUE(is_postgres("postgres://db.lab/results"));
+  EXPECT_FALSE(is_postgres("results.db"));
+  EXPECT_FALSE(is_postgres("./run=3.db"));
+  EXPECT_EQ(without_password("host=h password=se\\ cret dbname=d"), "host=h password=*** dbname=d");
+  EXPECT_EQ(without_password("--db=password=s3cret host=h"), "--db=password=*** host=h");
+  EXPECT_EQ(without_password("postgresql://u:s3cret@h/d"), "postgresql://u:***@h/d");
 }
 
 TEST(ResultsDbSchema, MigrationsAreNumberedFromOneWithTheListedTables) {
