@@ -11,8 +11,8 @@ reuse) a synthetic model at a real shape, quantize it, run `cpullm bench -p 0 -n
 the first token's, as `cpullm generate` counts them), and print one line per run. `--prefetch`
 maps the embedding table after the first pass: each generated token reads one row of it, nearly
 always one no token read before, and a run of a few dozen tokens would otherwise time a page
-fault a token that a long-running server, whose table is mapped by then, does not pay
-(docs/batching.md, "Double buffering: `--prefetch`").
+fault a token that a long-running server, whose table is mapped by then, does not pay (tens to
+hundreds of microseconds a token; docs/kernels-decode.md, "The embedding table's page faults").
 
 Every run of this build is stored in the results database (--db, default results/results.db)
 by `cpullm bench --db --suite decode_bandwidth`, with the roof read before it and the weight bytes
@@ -27,9 +27,9 @@ ratios. A host whose bandwidth changes within seconds moves both sides of a pair
 
 "cache GB/s" is the case's kernel with its matrix in cache (bench_kernels matvec/TYPE/ROWS/COLS/ISA,
 the same threads), read right after the first roof: how fast the kernel computes. Where it is
-not well above the roof, the kernel, not memory, sets the decode speed (docs/kernels-decode.md,
-"What bounds a decode step"); the summary ends with every run's paired share grouped by that
-headroom.
+not well above the roof, the kernel, not memory, sets the decode speed (bench_kernels
+memory_read_work and cache_read_work measure how much of the roof a loop with a given headroom
+reads); the summary ends with every run's paired share grouped by that headroom.
 
 On a shared host the roof and the decode speed both move from one second to the next, so the
 roof is read right before and right after each case's runs: a run is held against the read
@@ -40,10 +40,11 @@ cpullm next to this one's (not stored), against the same roofs, the two taking t
 first, and reports the speed ratio of the two per repetition: the comparison that holds when
 absolute figures do not.
 
-How a model's pages sit in the page cache changes what a decode reads per second: pages resident
-for a long time can stall now and then, and a file cached in 4 KiB pages reads slower than one
-cached in 2 MiB folios (docs/architecture.md, "Data flow"). `--fresh-copies` gives every run its
-own copy of the model, written back to disk and dropped from the page cache just before the run
+How a model's pages sit in the page cache changes what a decode reads per second: on some
+hosts, pages resident for hours stall for 10-200 ms at a time, now and then (docs/tuning.md,
+"Page-cache stalls"; bench_kernels memory_read_file measures it), and a file cached in 4 KiB
+pages can read slower than one cached in 2 MiB folios (docs/kernels-decode.md, "Page sizes").
+`--fresh-copies` gives every run its own copy of the model, written back to disk and dropped from the page cache just before the run
 (deleted after it): the engine then reads it from disk as a server does when it starts, through
 its mapping's huge-page advice, and no writeback of a copy runs beside a decode. The "2M pages"
 column is the share of the model the run had mapped in 2 MiB pages (cpullm bench says it).

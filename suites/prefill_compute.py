@@ -8,8 +8,8 @@ Q4_0, 70% of the FMA peak for the float formats. For each case this script reads
 case's ISA level and thread count (bench_kernels' peak/KIND/ISA/THREADS: KIND 1 the int8 peak,
 VNNI vpdpbusd at AVX-512 and maddubs + madd + add at AVX2, KIND 0 FP32 FMA), runs `cpullm bench -p
 TOKENS -n 0 -r REPS`, and reads the peak again: the share is the prefill's operations per second
-over the peak read before it, and the read after says whether the host held steady (a host's
-VNNI peak can move by a quarter from one minute to the next).
+over the peak read before it, and the read after says whether the host held steady (a shared
+host's peak can move by a quarter from one minute to the next).
 
 Every run is stored in the results database (--db, default results/results.db) by `cpullm bench
 --db --suite prefill_compute`, with the peak read before it and the operations a token takes:
