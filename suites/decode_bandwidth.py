@@ -43,8 +43,8 @@ absolute figures do not.
 How a model's pages sit in the page cache changes what a decode reads per second: on some
 hosts, pages resident for hours stall for 10-200 ms at a time, now and then (docs/tuning.md,
 "Page-cache stalls"; bench_kernels memory_read_file measures it), and a file cached in 4 KiB
-pages can read slower than one cached in 2 MiB folios (docs/kernels-decode.md, "Page sizes").
-`--fresh-copies` gives every run its own copy of the model, written back to disk and dropped from the page cache just before the run
+pages can read slower than one cached in 2 MiB folios (docs/kernels-decode.md, "Page sizes"). `--fresh-copies` gives every run its own
+copy of the model, written back to disk and dropped from the page cache just before the run
 (deleted after it): the engine then reads it from disk as a server does when it starts, through
 its mapping's huge-page advice, and no writeback of a copy runs beside a decode. The "2M pages"
 column is the share of the model the run had mapped in 2 MiB pages (cpullm bench says it).
