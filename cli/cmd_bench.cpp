@@ -47,6 +47,7 @@ struct BenchOptions {
   std::string db;
   bool regions = true;  // with --db: the instrumented repetition and the roofs (--no-regions: neither)
   bool roof_pairs = false;  // the paired repetition: each decode step against a read of memory after it
+  SuiteReference suite;     // --suite and its reference: stored with every point
   std::optional<int64_t> resume_id;
   bool resume = false;
   std::string command;  // the command line, for the results database
@@ -223,11 +224,23 @@ void run_sharing_scenario(const BenchOptions& o, const BenchPoint& point, DbRun&
   if (db.db) db.db->add_result(db.run_id, result_record(record, "multiproc"));
 }
 
+// --suite comes with its whole reference, and the reference flags only with --suite.
+void check_suite_reference(const BenchOptions& o, const CLI::App& command) {
+  const char* flags[] = {"--suite-command", "--reference", "--reference-rate", "--reference-unit", "--work-per-token"};
+  for (const char* flag : flags) {
+    if (o.suite.suite.empty() && command.count(flag)) fail("{}: describes a --suite's point; give --suite NAME", flag);
+    if (!o.suite.suite.empty() && !command.count(flag))
+      fail("--suite: needs {} (every suite point stores its reference and the command that reproduces it)", flag);
+  }
+  if (!o.suite.suite.empty() && (o.load || o.processes)) fail("--suite: stores the points' reference, not a --load or --processes scenario's");
+}
+
 void run_bench(BenchOptions& o, const CLI::App& command) {
   if (!o.workload.empty()) apply_workload(o, command);
   if (o.models.empty()) fail("bench: give a model with -m FILE (or a --workload NAME)");
   if (o.load && o.processes) fail("--load and --processes are separate scenarios: give one");
   if (o.roof_pairs && (o.load || o.processes)) fail("--roof-pairs measures the points' decode steps, not the --load or --processes scenario");
+  check_suite_reference(o, command);
   BenchParams params = bench_params(o);
   if (o.load) {  // requests have both a prompt and a generation: -pg's first pair
     if (params.prompt_gen.size() != 1) fail("--load needs the request lengths as one -pg PROMPT,GEN (or a --workload)");
@@ -262,7 +275,8 @@ void run_bench(BenchOptions& o, const CLI::App& command) {
     const PointMeasurement measurement = run_point(point, request);
     for (const auto& note : measurement.machine.notes)
       if (printed_notes.insert(note).second) std::fprintf(stderr, "cpullm: note: %s\n", note.c_str());
-    const Record record = point_record(point, measurement, host);
+    Record record = point_record(point, measurement, host);
+    if (!o.suite.suite.empty()) add_suite_reference(record, o.suite);
     reporter->add(record);
     if (!db.db) continue;
     if (!measurement.energy_unavailable.empty() && printed_notes.insert(measurement.energy_unavailable).second)
@@ -327,6 +341,16 @@ void register_bench(CLI::App& app) {
                     "regions and the roofs it measures (about a second per thread count): for callers running bench many times");
   command->add_flag("--roof-pairs", o->roof_pairs, "One more repetition, each decode step followed by a read of memory on the "
                     "same threads: the decode's weight bandwidth against the read roof, pair by pair (docs/bench.md)");
+  command->add_option("--suite", o->suite.suite, "The suites/ script this run belongs to: every point stores it with "
+                      "the reference below, for cpullm report's suites section (docs/bench.md)");
+  command->add_option("--suite-command", o->suite.command, "--suite: the script's command line that reproduces the run");
+  command->add_option("--reference", o->suite.reference, "--suite: what the points are held against, in words");
+  command->add_option("--reference-rate", o->suite.rate, "--suite: that roof or peak, in --reference-unit per second")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--reference-unit", o->suite.unit, "--suite: bytes or operations")
+      ->check(CLI::IsMember({"bytes", "operations"}));
+  command->add_option("--work-per-token", o->suite.work_per_token, "--suite: --reference-unit one token takes")
+      ->check(CLI::PositiveNumber);
   command->add_flag("--load", o->load, "The load scenario: Poisson arrivals against continuous batching (docs/bench.md)");
   command->add_option("--rate", o->rates, "--load: requests per second, comma list")->delimiter(',')->capture_default_str();
   command->add_option("--requests", o->requests, "--load: requests per run")->check(CLI::Range(1, 1000000))->capture_default_str();

@@ -1,7 +1,7 @@
 """cpullm report: one self-contained HTML file (figures inline as SVG) from the results database:
-latency, throughput and scaling, roofline, sweeps, TCO, GPU comparison, the seed-claims audit
-and the runs behind it all. Run as `cpullm report [--db FILE|URL] [--runs ID ...]
-[--assumptions FILE] [--gpu-results FILE] [--profile NAME] -o report.html`."""
+latency, throughput and scaling, roofline, the suites' runs against the roofs, sweeps, TCO, GPU
+comparison, the seed-claims audit and the runs behind it all. Run as `cpullm report [--db FILE|URL]
+[--runs ID ...] [--assumptions FILE] [--gpu-results FILE] [--profile NAME] -o report.html`."""
 import datetime
 import json
 import os
@@ -19,6 +19,7 @@ import latency  # noqa: E402
 import page  # noqa: E402
 import provenance  # noqa: E402
 import roofs  # noqa: E402
+import suites  # noqa: E402
 import sweeps  # noqa: E402
 import tco  # noqa: E402
 import throughput  # noqa: E402
@@ -26,7 +27,7 @@ from resultsdb import Contents, Database, DatabaseError, without_password  # noq
 from cli_errors import ArgumentParser, fail  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SECTIONS = [latency, throughput, roofs, sweeps, tco, gpu, claims, provenance]
+SECTIONS = [latency, throughput, roofs, suites, sweeps, tco, gpu, claims, provenance]
 ASSUMPTION_KEYS = ["currency", "workload", "amortisation_years", "residual_value_fraction", "electricity_per_kwh", "pue",
                    "max_utilisation", "rack_per_unit_per_month", "prediction_efficiency", "daily_volumes", "options"]
 

@@ -3,16 +3,21 @@
 
 Decoding one token reads every weight matrix once (and one embedding row), so
 tokens/s x weight bytes per token is the bandwidth decode achieves; the issue's target is
-at least 85% of the read bandwidth measured with the same thread count around the runs: the faster
-of bench_kernels' memory_read (memory in whatever pages the system gives) and memory_read_huge
-(2 MiB pages), as either may be the machine's best. For each model: generate (or reuse) a
-synthetic model at a real shape, quantize it, run `cpullm bench -p 0 -n TOKENS --prefetch 1 -r 1`
-(a warm-up token, then TOKENS decode steps timed; tokens/s is the steps after the first token's,
-as `cpullm generate` counts them), and print one line per run. `--prefetch` maps the embedding
-table after the first pass: each generated token reads one row of it, nearly always one no token
-read before, and a run of a few dozen tokens would otherwise time a page fault a token that a
-long-running server, whose table is mapped by then, does not pay (tens to hundreds of
-microseconds a token; docs/kernels-decode.md, "The embedding table's page faults").
+at least 85% of the read bandwidth measured with the same thread count right before the run: the
+faster of bench_kernels' memory_read (memory in whatever pages the system gives) and
+memory_read_huge (2 MiB pages), as either may be the machine's best. For each model: generate (or
+reuse) a synthetic model at a real shape, quantize it, run `cpullm bench -p 0 -n TOKENS
+--prefetch 1 -r 1` (a warm-up token, then TOKENS decode steps timed; tokens/s is the steps after
+the first token's, as `cpullm generate` counts them), and print one line per run. `--prefetch`
+maps the embedding table after the first pass: each generated token reads one row of it, nearly
+always one no token read before, and a run of a few dozen tokens would otherwise time a page
+fault a token that a long-running server, whose table is mapped by then, does not pay (tens to
+hundreds of microseconds a token; docs/kernels-decode.md, "The embedding table's page faults").
+
+Every run of this build is stored in the results database (--db, default results/results.db)
+by `cpullm bench --db --suite decode_bandwidth`, with the roof read before it and the weight bytes
+a token reads: `cpullm report` shows each run's share of the roof and this script's command line
+that reproduces it (docs/bench.md, "--suite").
 
 The same bench run also measures the roof inside the process, step by step (`--roof-pairs`,
 docs/bench.md): after its timed repetition, one more decode whose every step is followed by a
@@ -20,19 +25,20 @@ read of anonymous memory as large as the step's weights, on the same threads. "p
 decode's weight bandwidth over that read's, over all pairs; "p50" the median of the pairs' own
 ratios. A host whose bandwidth changes within seconds moves both sides of a pair alike.
 
-"cache GB/s" is the case's kernel with its matrix in cache (bench_kernels matvec/TYPE/DIM/DIM/ISA,
+"cache GB/s" is the case's kernel with its matrix in cache (bench_kernels matvec/TYPE/ROWS/COLS/ISA,
 the same threads), read right after the first roof: how fast the kernel computes. Where it is
 not well above the roof, the kernel, not memory, sets the decode speed (bench_kernels
 memory_read_work and cache_read_work measure how much of the roof a loop with a given headroom
 reads); the summary ends with every run's paired share grouped by that headroom.
 
-On a shared host the roof and the decode speed both move from one second to the next, so
-the roof is read right before and right after each case's runs and a run is held against their
-mean; `--repeat N` runs every case N times and ends with each case's median and range, over all
-runs and over the steady ones alone (the two roofs within 10% of each other: the host did not
-change state around them), and `--baseline DIR` runs a second build's cpullm next to this one's,
-against the same roofs, the two taking turns going first, and reports the speed ratio of the two
-per repetition: the comparison that holds when absolute figures do not.
+On a shared host the roof and the decode speed both move from one second to the next, so the
+roof is read right before and right after each case's runs: a run is held against the read
+before it (the one stored with it), and the read after says whether the host held steady (the
+two within 10%). `--repeat N` runs every case N times and ends with each case's median and
+range, over all runs and over the steady ones alone, and `--baseline DIR` runs a second build's
+cpullm next to this one's (not stored), against the same roofs, the two taking turns going
+first, and reports the speed ratio of the two per repetition: the comparison that holds when
+absolute figures do not.
 
 How a model's pages sit in the page cache changes what a decode reads per second: on some
 hosts, pages resident for hours stall for 10-200 ms at a time, now and then (docs/tuning.md,
@@ -45,12 +51,13 @@ column is the share of the model the run had mapped in 2 MiB pages (cpullm bench
 
 Usage: suites/decode_bandwidth.py [--build build] [--models DIR] [--threads 2] [--tokens 64]
        [--isa avx2,avx512] [--cases tinyllama:q8_0,tinyllama:q4_0,llama7b-4l:q8_0,llama7b-4l:q4_0]
-       (formats: q8_0, q4_0, q8_0-r8, q4_0-r8)
-       [--repeat 1] [--baseline DIR] [--fresh-copies]
+       (shapes: tinyllama, llama7b-4l, tiny; formats: q8_0, q4_0, q8_0-r8, q4_0-r8)
+       [--repeat 1] [--baseline DIR] [--fresh-copies] [--db results/results.db] [--roof-min-time S]
 """
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -59,6 +66,8 @@ import sys
 SHAPES = {  # name: gen-model flags (F16 sources; quantize derives the rest)
     "tinyllama": ["--shape", "tinyllama-1.1b"],
     "llama7b-4l": ["--shape", "llama-7b", "--layers", "4"],
+    # A few MB: runs a suite end to end in seconds (its tests); its figures time the calls, not memory.
+    "tiny": ["--shape", "custom", "--layers", "2", "--dim", "256", "--ffn", "768", "--heads", "4", "--vocab", "512"],
 }
 
 
@@ -92,28 +101,34 @@ def weight_bytes_per_token(args, path):
     return total
 
 
+def bench_kernels(args, benchmark_filter, **kw):
+    """bench_kernels' JSON for the benchmarks matching the filter, each timed for --roof-min-time."""
+    command = [os.path.join(args.build, "suites", "kernels", "bench_kernels"), f"--benchmark_filter={benchmark_filter}",
+               "--benchmark_format=json"] + ([f"--benchmark_min_time={args.roof_min_time}"] if args.roof_min_time else [])
+    return json.loads(run(command, **kw).stdout)["benchmarks"]
+
+
 def read_bandwidth(args):
-    out = run([os.path.join(args.build, "suites", "kernels", "bench_kernels"),
-               f"--benchmark_filter=^memory_read(_huge)?/{args.threads}/", "--benchmark_format=json"]).stdout
-    reads = [b["bytes_per_second"] for b in json.loads(out)["benchmarks"] if "bytes_per_second" in b]
+    benchmarks = bench_kernels(args, f"^memory_read(_huge)?/{args.threads}/")
+    reads = [b["bytes_per_second"] for b in benchmarks if "bytes_per_second" in b]
     if not reads:
-        sys.exit("bench_kernels measured no read bandwidth:\n" + out)
+        sys.exit(f"bench_kernels measured no read bandwidth: {benchmarks}")
     return max(reads)
 
 
 BENCH_TYPES = {"q8_0": 8, "q4_0": 2, "q4_0-r8": 4098, "q8_0-r8": 4099}  # bench_kernels' numbers for the formats and kernel levels
 BENCH_ISAS = {"avx2": 1, "avx512": 2}
-DIMS = {"tinyllama": 2048, "llama7b-4l": 4096}
+CACHE_MATRICES = {"tinyllama": "2048/2048", "llama7b-4l": "4096/4096", "tiny": "256/2048"}  # ROWS/COLS of the cache rate
 
 
 def cache_rate(args, shape, fmt, isa):
     """Bytes/s of the case's matvec kernel with its matrix in cache: bench_kernels'
-    matvec/TYPE/DIM/DIM/ISA (a dim x dim matrix, 2.4-18 MB, held by the last-level cache) on the
-    same threads. A kernel that computes no faster than memory delivers cannot read at the roof."""
-    name = f"matvec/{BENCH_TYPES[fmt]}/{DIMS[shape]}/{DIMS[shape]}/{BENCH_ISAS[isa]}/"
-    out = run([os.path.join(args.build, "suites", "kernels", "bench_kernels"), f"--benchmark_filter=^{name}",
-               "--benchmark_format=json"], env=dict(os.environ, OMP_NUM_THREADS=str(args.threads))).stdout
-    return json.loads(out)["benchmarks"][0]["bytes_per_second"]
+    matvec/TYPE/ROWS/COLS/ISA (a dim x dim matrix of 2.4-18 MB, held by the last-level cache, or
+    the tiny shape's 256 x 2048 in L2) on the same threads. A kernel that computes no faster than
+    memory delivers cannot read at the roof."""
+    name = f"matvec/{BENCH_TYPES[fmt]}/{CACHE_MATRICES[shape]}/{BENCH_ISAS[isa]}/"
+    benchmarks = bench_kernels(args, f"^{name}", env=dict(os.environ, OMP_NUM_THREADS=str(args.threads)))
+    return benchmarks[0]["bytes_per_second"]
 
 
 def cold_copy(path):
@@ -126,13 +141,19 @@ def cold_copy(path):
     return copy
 
 
-def decode_speed(args, cpullm, path, isa, paired):
-    """tokens/s, the share of the model mapped in 2 MiB pages, and with `paired` the bench run's
-    paired shares of the roof (over all pairs, and their median) and its weight bytes a step."""
+def decode_speed(args, cpullm, path, isa, stored):
+    """tokens/s, the share of the model mapped in 2 MiB pages, and for this build's run (`stored`:
+    the roof read before it and the weight bytes a token reads, stored with it in --db) the bench
+    run's paired shares of the roof (over all pairs, and their median) and its weight bytes a step."""
     model = cold_copy(path) if args.fresh_copies else path
+    this_build = []
+    if stored:
+        roof, per_token = stored
+        this_build = ["--roof-pairs"] + store_flags(args, f"bench_kernels memory_read and memory_read_huge at {args.threads} "
+                                                    "threads, the faster, read before the run", roof, "bytes", per_token)
     try:
         proc = run([cpullm, "bench", "-m", model, "-p", "0", "-n", str(args.tokens), "-t", str(args.threads),
-                    "--isa", isa, "--prefetch", "1", "-r", "1", "-o", "json"] + (["--roof-pairs"] if paired else []))
+                    "--isa", isa, "--prefetch", "1", "-r", "1", "-o", "json"] + this_build)
         size = os.path.getsize(model)
     finally:
         if args.fresh_copies:
@@ -148,12 +169,36 @@ def spread(values, fmt):
 
 
 def suite_arguments(description):
-    """The options every suite here takes: where cpullm is built, where its models go, the threads."""
+    """The options every suite here takes: where cpullm is built, where its models go, the threads,
+    the database its runs go to, how long bench_kernels times each roof."""
     ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build")
     ap.add_argument("--models", default="models")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--db", default=os.path.join("results", "results.db"),
+                    help="results database the runs are stored in: SQLite file or postgresql:// URL")
+    ap.add_argument("--roof-min-time", type=float,
+                    help="seconds bench_kernels times each roof or peak for (default: Google Benchmark's)")
     return ap
+
+
+def parse_suite_arguments(ap, script):
+    """The arguments, with args.cpullm, and args.suite and args.command: the script's name and the
+    command line that reproduces its runs, as each stored run records them."""
+    args = ap.parse_args()
+    args.cpullm = os.path.join(args.build, "cpullm")
+    args.suite = os.path.splitext(os.path.basename(script))[0]
+    args.command = shlex.join([f"suites/{os.path.basename(script)}", *sys.argv[1:]])
+    if "://" not in args.db and os.path.dirname(args.db):
+        os.makedirs(os.path.dirname(args.db), exist_ok=True)
+    return args
+
+
+def store_flags(args, reference, rate, unit, work_per_token):
+    """cpullm bench's flags that store its points in --db as this suite's, held against `rate`
+    (`unit` per second) with `work_per_token` units a token (docs/bench.md, "--suite")."""
+    return ["--db", args.db, "--no-regions", "--suite", args.suite, "--suite-command", args.command, "--reference", reference,
+            "--reference-rate", repr(float(rate)), "--reference-unit", unit, "--work-per-token", repr(float(work_per_token))]
 
 
 def main():
@@ -165,8 +210,7 @@ def main():
     ap.add_argument("--baseline", help="another build folder whose cpullm runs each case next to this one's, taking turns going first")
     ap.add_argument("--fresh-copies", action="store_true",
                     help="decode each run from its own copy of the model, dropped from the page cache first (read from disk)")
-    args = ap.parse_args()
-    args.cpullm = os.path.join(args.build, "cpullm")
+    args = parse_suite_arguments(ap, __file__)
     builds = [("", args.cpullm)] + ([("base", os.path.join(args.baseline, "cpullm"))] if args.baseline else [])
     os.makedirs(args.models, exist_ok=True)
     print(f"{'model':<12} {'format':<6} {'isa':<7} {'build':<5} {'MB/token':>9} {'tokens/s':>9} {'GB/s':>7} "
@@ -185,13 +229,13 @@ def main():
                 entry["cache"].append(cache / before)
                 # The builds take turns going first (ABBA), so that whatever the first run after a
                 # roof measurement meets does not fall on one build only. Only this build pairs its
-                # steps with reads (a baseline may predate --roof-pairs); the timed steps come first.
+                # steps with reads and is stored (a baseline may predate --roof-pairs and --suite);
+                # the timed steps come first.
                 runs = []
                 for name, cpullm in (builds if repetition % 2 == 0 else builds[::-1]):
-                    runs.append((name, *decode_speed(args, cpullm, path, isa, paired=name == "")))
+                    runs.append((name, *decode_speed(args, cpullm, path, isa, stored=name == "" and (before, per_token))))
                 after = read_bandwidth(args)
-                roof = (before + after) / 2
-                entry["roof"].append(roof)
+                entry["roof"].append(before)
                 entry["steady"].append(abs(after - before) <= 0.1 * max(before, after))
                 for name, tps, pages, paired, p50, step_bytes in runs:
                     entry["tps"].setdefault(name, []).append(tps)
@@ -203,12 +247,12 @@ def main():
                     achieved = per_token * tps
                     pair_columns = f"{paired:7.0%} {p50:5.0%}" if name == "" else f"{'':7} {'':5}"
                     print(f"{shape:<12} {fmt:<6} {isa:<7} {name:<5} {per_token / 1e6:9.1f} {tps:9.2f} "
-                          f"{achieved / 1e9:7.1f} {before / 1e9:5.1f}/{after / 1e9:<5.1f} {achieved / roof:8.0%} "
+                          f"{achieved / 1e9:7.1f} {before / 1e9:5.1f}/{after / 1e9:<5.1f} {achieved / before:8.0%} "
                           f"{pair_columns} {cache / 1e9:10.1f} {pages:>9}", flush=True)
     if args.repeat > 1 or args.baseline:
-        print(f"\nmedian (range) over {args.repeat} repetitions; read GB/s: the mean of the roofs read before and after "
-              "each case's runs; of roof: each run against that mean, over all runs and over the steady ones (roofs "
-              "within 10%); paired, p50: the in-process pairs of each run (this build); cache: the kernel in cache over "
+        print(f"\nmedian (range) over {args.repeat} repetitions; read GB/s: the roof read before each case's runs; "
+              "of roof: each run against it, over all runs and over the steady ones (the roof read after within "
+              "10%); paired, p50: the in-process pairs of each run (this build); cache: the kernel in cache over "
               "the roof read before it"
               + ("; ratio: this build's tokens/s over the baseline's, run after run" if args.baseline else ""))
         percent = lambda v: f"{v:.0%}"

@@ -8,8 +8,13 @@ Q4_0, 70% of the FMA peak for the float formats. For each case this script reads
 case's ISA level and thread count (bench_kernels' peak/KIND/ISA/THREADS: KIND 1 the int8 peak,
 VNNI vpdpbusd at AVX-512 and maddubs + madd + add at AVX2, KIND 0 FP32 FMA), runs `cpullm bench -p
 TOKENS -n 0 -r REPS`, and reads the peak again: the share is the prefill's operations per second
-over the mean of the two reads, so a host whose speed moves (a shared host's peak can move by a
-quarter from one minute to the next) is held against what it could do then.
+over the peak read before it, and the read after says whether the host held steady (a shared
+host's peak can move by a quarter from one minute to the next).
+
+Every run is stored in the results database (--db, default results/results.db) by `cpullm bench
+--db --suite prefill_compute`, with the peak read before it and the operations a token takes:
+`cpullm report` shows each run's share of the peak and this script's command line that
+reproduces it (docs/bench.md, "--suite").
 
 Operations per token are the projections' (q, k, v, o, gate, up, down, and the output layer's for
 the prompt's last token), from `cpullm profile --json`'s analytic counts, a multiply-add counting
@@ -18,6 +23,7 @@ the element-wise ops are left out, their time is not. Models are made as suites/
 makes them (gen-model, then quantize) into --models, or reused from there.
 
   /usr/bin/python3 suites/prefill_compute.py --build build --models /tmp/decode-models --repeat 3
+  (shapes: tinyllama, llama7b-4l, tiny; --db FILE|URL, --roof-min-time SECONDS)
 """
 import json
 import os
@@ -25,7 +31,8 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from decode_bandwidth import SHAPES, model_file, run, spread, suite_arguments  # noqa: E402
+from decode_bandwidth import (SHAPES, bench_kernels, model_file, parse_suite_arguments, run, spread,  # noqa: E402
+                              store_flags, suite_arguments)
 
 TARGETS = {"q4_0": 0.60, "q8_0": 0.50, "f16": 0.70, "bf16": 0.70}
 INTEGER_FORMATS = {"q4_0", "q8_0"}
@@ -37,13 +44,12 @@ def peak(args, fmt, isa):
     """Operations/s of the peak the format's kernels run on: int8 or FP32 FMA, at `isa`."""
     kind = 1 if fmt in INTEGER_FORMATS else 0
     name = f"peak/{kind}/{BENCH_ISAS[isa]}/{args.threads}/"
-    out = run([os.path.join(args.build, "suites", "kernels", "bench_kernels"), f"--benchmark_filter=^{name}",
-               "--benchmark_format=json"]).stdout
+    benchmarks = bench_kernels(args, f"^{name}")
     counter = "OP/s" if kind == 1 else "FLOP/s"
-    rates = [b[counter] for b in json.loads(out)["benchmarks"] if counter in b]
+    rates = [b[counter] for b in benchmarks if counter in b]
     if not rates:
-        sys.exit(f"bench_kernels measured no {name} peak:\n" + out)
-    return rates[0]
+        sys.exit(f"bench_kernels measured no {name} peak: {benchmarks}")
+    return name.rstrip("/"), rates[0]
 
 
 def operations_per_token(args, path):
@@ -54,9 +60,11 @@ def operations_per_token(args, path):
     return sum(r["flops"] for r in prefill["regions"] if r["name"] in PROJECTIONS) / args.tokens
 
 
-def prefill_speed(args, path, isa):
+def prefill_speed(args, path, isa, peak_name, peak_rate, ops):
+    """tokens/s of the prefill, stored in --db against the peak read before it."""
     proc = run([args.cpullm, "bench", "-m", path, "-p", str(args.tokens), "-n", "0", "-t", str(args.threads),
-                "--isa", isa, "-r", str(args.reps), "-o", "json"])
+                "--isa", isa, "-r", str(args.reps), "-o", "json"]
+               + store_flags(args, f"bench_kernels {peak_name}, read before the run", peak_rate, "operations", ops))
     return json.loads(proc.stdout)[0]["avg_ts"]
 
 
@@ -67,8 +75,7 @@ def main():
     ap.add_argument("--isa", default="avx512,avx2")
     ap.add_argument("--cases", default="llama7b-4l:q4_0,llama7b-4l:q8_0,llama7b-4l:f16")
     ap.add_argument("--repeat", type=int, default=1)
-    args = ap.parse_args()
-    args.cpullm = os.path.join(args.build, "cpullm")
+    args = parse_suite_arguments(ap, __file__)
     os.makedirs(args.models, exist_ok=True)
     cases = [case.split(":") for case in args.cases.split(",")]
     for shape, fmt in cases:
@@ -84,10 +91,10 @@ def main():
             path = model_file(args, shape, fmt)
             ops = operations_per_token(args, path)
             for isa in args.isa.split(","):
-                before = peak(args, fmt, isa)
-                tps = prefill_speed(args, path, isa)
-                after = peak(args, fmt, isa)
-                share = tps * ops / ((before + after) / 2)
+                peak_name, before = peak(args, fmt, isa)
+                tps = prefill_speed(args, path, isa, peak_name, before, ops)
+                after = peak(args, fmt, isa)[1]
+                share = tps * ops / before
                 results.setdefault((shape, fmt, isa), []).append(share)
                 print(f"{shape:<12} {fmt:<6} {isa:<7} {tps:9.1f} {tps * ops / 1e9:8.0f} {before / 1e9:7.0f}/{after / 1e9:<7.0f} "
                       f"{share:8.0%} {TARGETS[fmt]:7.0%}", flush=True)

@@ -197,6 +197,15 @@ std::vector<MarkdownColumn> sharing_markdown_columns() {
           {"model saved", "model_saved_fraction", Kind::number, ""}, {"seed claimed", "seed_claimed_saved_fraction", Kind::number, ""}};
 }
 
+void add_suite_reference(Record& r, const SuiteReference& s) {
+  r["suite"] = s.suite;
+  r["suite_command"] = s.command;
+  r["reference"] = s.reference;
+  r["reference_rate"] = s.rate;
+  r["reference_unit"] = s.unit;
+  r["work_per_token"] = s.work_per_token;
+}
+
 std::vector<MarkdownColumn> point_markdown_columns(const std::vector<BenchPoint>& points, bool roof_pairs) {
   using Kind = MarkdownColumn::Kind;
   std::vector<MarkdownColumn> columns = {{"model", "model_type", Kind::text, ""},

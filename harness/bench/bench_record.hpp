@@ -33,6 +33,20 @@ Record sharing_record(const BenchPoint& point, const SharingSettings& settings, 
                       const ModelFacts& model, const HostInfo& host);
 std::vector<MarkdownColumn> sharing_markdown_columns();
 
+// What a suites/ script holds a point against (cpullm bench --suite): the roof or peak it read
+// next to the run and the work a token takes, so that tokens/s x work_per_token / rate is the
+// point's share of it. Stored as the record's suite, suite_command, reference, reference_rate,
+// reference_unit and work_per_token fields (metrics_json in the results database).
+struct SuiteReference {
+  std::string suite;          // the script, e.g. decode_bandwidth; empty: the point is no suite's
+  std::string command;        // the script's command line that reproduces the run
+  std::string reference;      // what rate is, e.g. "bench_kernels memory_read/2, read before the run"
+  double rate = 0;            // units per second
+  std::string unit;           // bytes | operations
+  double work_per_token = 0;  // units one token takes: weight bytes read, or operations
+};
+void add_suite_reference(Record& record, const SuiteReference& suite);
+
 // llama-bench's table (model, size, params, backend, threads, test, t/s) plus the cpullm
 // dimensions that take a non-default value in some point, the latency columns, and with
 // roof_pairs (--roof-pairs) the paired decode and read bandwidths.
