@@ -100,7 +100,12 @@ def read_bandwidth(args):
     return max(reads)
 
 
-BENCH_TYPES = {"q8_0": 8, "q4_0": 2, "q4_0-r8": 4098, "q8_0-r8": 4099}  # bench_kernels' numbers for the formats and kernel levels
+def bench_type(args, fmt):
+    """bench_kernels' number for a format: its ggml type, from the binary's format registry."""
+    formats = json.loads(run([args.cpullm, "info", "--formats", "--json"]).stdout)["formats"]
+    return next(f["ggml_type"] for f in formats if f["name"] == fmt)
+
+
 BENCH_ISAS = {"avx2": 1, "avx512": 2}
 DIMS = {"tinyllama": 2048, "llama7b-4l": 4096}
 
@@ -109,7 +114,7 @@ def cache_rate(args, shape, fmt, isa):
     """Bytes/s of the case's matvec kernel with its matrix in cache: bench_kernels'
     matvec/TYPE/DIM/DIM/ISA (a dim x dim matrix, 2.4-18 MB, held by the last-level cache) on the
     same threads. A kernel that computes no faster than memory delivers cannot read at the roof."""
-    name = f"matvec/{BENCH_TYPES[fmt]}/{DIMS[shape]}/{DIMS[shape]}/{BENCH_ISAS[isa]}/"
+    name = f"matvec/{bench_type(args, fmt)}/{DIMS[shape]}/{DIMS[shape]}/{BENCH_ISAS[isa]}/"
     out = run([os.path.join(args.build, "suites", "kernels", "bench_kernels"), f"--benchmark_filter=^{name}",
                "--benchmark_format=json"], env=dict(os.environ, OMP_NUM_THREADS=str(args.threads))).stdout
     return json.loads(out)["benchmarks"][0]["bytes_per_second"]
