@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "engine/kernels/int8_rows.hpp"
+#include "engine/kernels/q4_1.hpp"
 #include "engine/kernels/quant_formats.hpp"
 #include "engine/kernels/row_convert.hpp"
 #include "engine/util/error.hpp"
@@ -95,6 +96,21 @@ const auto& table() {
           .dot = {.scalar = scalar_dot::q4_0, .avx2 = avx2_dot::q4_0, .avx512 = avx512_dot::q4_0},
           .gemm = {.panels = GemmPanels::integer, .pack = pack_integer_rows<Q4_0Row>, .nibbles = true},
           .streaming = kQ4_0Streaming,
+      },
+      WeightFormat{
+          .name = "q4_1",
+          .type = GgmlType::Q4_1,
+          .layout = "32 values per 20-byte block: FP16 d, FP16 m, 16 bytes of nibbles (low: values 0-15, "
+                    "high: 16-31); x = d * q + m",
+          .activations = Activations::q8_0,
+          .encode = quantize_row_q4_1,
+          .decode = dequantize_row_q4_1,
+          .output_layer = GgmlType::Q8_0,
+          .llama_file_type = 3,  // MOSTLY_Q4_1
+          .dot = {.scalar = scalar_dot::q4_1, .avx2 = avx2_dot::q4_1, .avx512 = avx512_dot::q4_1},
+          // No GEMM panel: integer panels carry one scale per row and block, and Q4_1's minimum
+          // needs a second term (m * the activations' sum) that no micro-kernel computes yet, so
+          // matmul streams its rows.
       },
       WeightFormat{
           .name = "q8_0-r8",

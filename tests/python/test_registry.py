@@ -42,7 +42,7 @@ def python_formats_are_the_binarys(ctx):
     import registry
     binary = info(ctx, "--formats")["formats"]
     assert list(registry.formats().values()) == binary, (registry.formats(), binary)
-    assert "q4_0-r8" in registry.format_bits()
+    assert "q4_1" in registry.format_names() and "q4_0-r8" in registry.format_bits()
     for f in binary:
         assert registry.ggml_type(f["name"]) == f["ggml_type"]
         assert registry.format_of_type(f["ggml_name"]) == f["name"]
