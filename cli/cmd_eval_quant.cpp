@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
+#include "engine/kernels/weight_formats.hpp"
 #include "engine/runtime/topology.hpp"
 #include "harness/eval/quant_eval.hpp"
 #include "engine/util/error.hpp"
@@ -79,7 +80,7 @@ void register_eval_quant(CLI::App& app) {
       "eval-quant", "Quantize a model to each format and score it against the source: perplexity, KL, top-1");
   command->add_option("-m,--model", options->model_path, "Source GGUF model (full precision)")
       ->required()->check(CLI::ExistingFile);
-  command->add_option("--formats", options->formats, "Comma-separated: q8_0, q4_0, q8_0-r8, q4_0-r8, int8-channel, bf16, f16, each optionally +sparseS (unstructured Top-K, "
+  command->add_option("--formats", options->formats, "Comma-separated: " + weight_format_names() + ", each optionally +sparseS (unstructured Top-K, "
                       "e.g. f16+sparse0.2), +blockS (block4x4) or +N:M (e.g. f16+2:4); a sparsity alone keeps the source precision")
       ->required()->delimiter(',');
   command->add_option("--keep", options->keep, "Tensors left at source precision (quantize --keep), e.g. first,last")

@@ -1,4 +1,6 @@
-// cpullm info: what a GGUF file holds: metadata, tensors and totals, as text or JSON.
+// cpullm info: what a GGUF file holds: metadata, tensors and totals, as text or JSON; with
+// --formats the format registry, with --costs the model's LLaMA tensors and what each op of a
+// decoded token costs (FLOPs and bytes). tuning/ and reports/ read these instead of restating them.
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -6,14 +8,124 @@
 #include "cli/commands.hpp"
 #include "engine/format/gguf.hpp"
 #include "engine/util/text.hpp"
+#include "engine/format/llama_tensors.hpp"
+#include "engine/instrument/op_costs.hpp"
+#include "engine/kernels/weight_formats.hpp"
+#include "engine/model/config.hpp"
+#include "engine/synthetic/synthetic_model.hpp"
+#include "engine/util/error.hpp"
 
 namespace cpullm::cli {
 namespace {
 
 struct InfoOptions {
-  std::string path;
+  std::string path;        // the GGUF file; empty with --formats, or --costs --shape
   bool json = false;
+  bool formats = false;    // the format registry instead of a file
+  bool costs = false;      // the LLaMA tensors and a decoded token's cost per op
+  std::string shape;       // --costs without a file: a named shape (tinyllama-1.1b, llama-7b, llama-13b)
+  std::string dtype = "f16";  // its matrices' format
+  int64_t position = 0;    // --costs: positions cached before the token
 };
+
+nlohmann::json formats_json() {
+  nlohmann::json out = nlohmann::json::array();
+  for (const WeightFormat& f : weight_formats()) {
+    const GgmlTypeTraits& t = f.traits();
+    out.push_back({{"name", f.name},
+                   {"ggml_type", static_cast<uint32_t>(f.type)},
+                   {"ggml_name", t.name},
+                   {"block_elements", t.block_elements},
+                   {"block_bytes", t.block_bytes},
+                   {"row_bytes_extra", t.row_bytes_extra},
+                   {"row_group", t.row_group},
+                   {"bits_per_weight", f.bits_per_weight()},
+                   {"layout", f.layout},
+                   {"activations", f.activations == Activations::f32 ? "f32" : "q8_0"},
+                   {"plain", f.plain ? nlohmann::json(find_weight_format(*f.plain)->name) : nlohmann::json()},
+                   {"output_layer", weight_format(f.output_layer).name},
+                   {"llama_file_type", f.llama_file_type ? nlohmann::json(*f.llama_file_type) : nlohmann::json()},
+                   {"kernels", {{"scalar", f.dot.scalar != nullptr}, {"avx2", f.dot.avx2 != nullptr}, {"avx512", f.dot.avx512 != nullptr}}},
+                   {"gemm", f.gemm.panels == GemmPanels::none ? "none" : f.gemm.panels == GemmPanels::f32 ? "f32" : "integer"},
+                   {"gemm_nibbles", f.gemm.nibbles}});
+  }
+  return out;
+}
+
+void run_formats(const InfoOptions& o) {
+  if (o.json) return (void)std::printf("%s\n", nlohmann::json{{"formats", formats_json()}}.dump(2).c_str());
+  std::printf("%-13s %-20s %5s %6s %6s %6s  %s\n", "name", "ggml type", "block", "bytes", "bits", "gemm", "layout");
+  for (const WeightFormat& f : weight_formats())
+    std::printf("%-13s %-20s %5ld %6ld %6.2f %6s  %s\n", std::string(f.name).c_str(),
+                fmt::format("{} ({})", f.traits().name, static_cast<uint32_t>(f.type)).c_str(), f.traits().block_elements,
+                f.traits().block_bytes, f.bits_per_weight(),
+                f.gemm.panels == GemmPanels::none ? "none" : f.gemm.panels == GemmPanels::f32 ? "f32" : "int",
+                std::string(f.layout).c_str());
+}
+
+// The tensors (from the file, or a named shape's at --dtype) and a decoded token's cost per op.
+void run_costs(const InfoOptions& o) {
+  LlamaDims dims;
+  AttentionShape attention{};
+  std::vector<LlamaTensor> tensors;
+  std::vector<GgmlType> types;
+  std::vector<uint64_t> bytes;
+  if (!o.path.empty()) {
+    const GgufFile file(o.path);
+    const LlamaConfig c = LlamaConfig::from_gguf(file);
+    const GgufTensorInfo& embedding = file.require_tensor("token_embd.weight");
+    dims = {c.n_layers, c.dim, c.ffn_dim, c.kv_dim(), embedding.ne[1], file.find_tensor("output.weight") == nullptr};
+    attention = {c.n_heads, c.n_kv_heads, c.head_dim};
+    tensors = llama_tensors(dims);
+    for (const LlamaTensor& t : tensors) {
+      const GgufTensorInfo& info = file.require_tensor(t.name);
+      if (info.ne[0] != t.cols || (t.matrix() && info.ne[1] != t.rows))
+        fail_file(o.path, "tensor '{}' has shape {}, expected [{}, {}]", t.name, info.shape_string(), t.cols, t.rows);
+      types.push_back(info.type), bytes.push_back(info.bytes);
+    }
+  } else {
+    const std::optional<SyntheticShape> s = named_shape(o.shape);
+    if (!s) fail("--shape: unknown shape '{}' (tinyllama-1.1b, llama-7b, llama-13b)", o.shape);
+    const WeightFormat& format = weight_format_named(o.dtype, "--dtype: unknown format");
+    const int64_t head_dim = s->dim / s->n_heads;
+    dims = {s->n_layers, s->dim, s->ffn_dim, head_dim * s->n_kv_heads, s->vocab_size, false};
+    attention = {s->n_heads, s->n_kv_heads, head_dim};
+    tensors = llama_tensors(dims);
+    for (const LlamaTensor& t : tensors) {
+      types.push_back(t.matrix() ? format.type : GgmlType::F32);
+      bytes.push_back(static_cast<uint64_t>(t.rows * ggml_row_bytes(*ggml_type_traits(static_cast<uint32_t>(types.back())), t.cols)));
+    }
+  }
+  const std::vector<OpCost> costs = decode_token_costs(tensors, types, {attention, o.position});
+  nlohmann::json out;
+  out["source"] = o.path.empty() ? fmt::format("{} shape at {}", o.shape, o.dtype) : o.path;
+  out["dims"] = {{"n_layers", dims.n_layers}, {"dim", dims.dim}, {"ffn_dim", dims.ffn_dim}, {"kv_dim", dims.kv_dim},
+                 {"vocab_size", dims.vocab_size}, {"tied_output", dims.tied_output}, {"n_heads", attention.n_heads},
+                 {"n_kv_heads", attention.n_kv_heads}, {"head_dim", attention.head_dim}};
+  out["tensors"] = nlohmann::json::array();
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const WeightFormat* format = find_weight_format(types[i]);
+    out["tensors"].push_back({{"name", tensors[i].name}, {"role", llama_role_name(tensors[i].role)}, {"rows", tensors[i].rows},
+                              {"cols", tensors[i].cols}, {"type", ggml_type_name(types[i])},
+                              {"format", format ? nlohmann::json(format->name) : nlohmann::json()}, {"bytes", bytes[i]}});
+  }
+  double flops = 0, moved = 0;
+  for (const OpCost& c : costs) {
+    out["decode_token"]["ops"][std::string(region_name(c.op))] = {{"flops", c.cost.flops}, {"bytes", c.cost.bytes}};
+    flops += c.cost.flops, moved += c.cost.bytes;
+  }
+  out["decode_token"]["position"] = o.position;
+  out["decode_token"]["kv_type"] = "f32";
+  out["decode_token"]["flops"] = flops;
+  out["decode_token"]["bytes"] = moved;
+  if (o.json) return (void)std::printf("%s\n", out.dump(2).c_str());
+  std::printf("%s: %ld layers, dim %ld, ffn %ld, kv %ld, vocab %ld\n\none decoded token at position %ld:\n  %-11s %14s %14s\n",
+              out["source"].get<std::string>().c_str(), dims.n_layers, dims.dim, dims.ffn_dim, dims.kv_dim, dims.vocab_size,
+              o.position, "op", "FLOPs", "bytes");
+  for (const OpCost& c : costs)
+    std::printf("  %-11s %14.0f %14.0f\n", std::string(region_name(c.op)).c_str(), c.cost.flops, c.cost.bytes);
+  std::printf("  %-11s %14.0f %14.0f\n", "all", flops, moved);
+}
 
 nlohmann::json value_to_json(const GgufValue& value) {
   switch (value.type) {
@@ -37,6 +149,9 @@ nlohmann::json value_to_json(const GgufValue& value) {
 }
 
 void run_info(const InfoOptions& o) {
+  if (o.formats) return run_formats(o);
+  if (o.costs) return run_costs(o);
+  if (o.path.empty()) fail("info: a GGUF file is required (or --formats, or --costs --shape NAME)");
   const GgufFile file(o.path);
   std::map<std::string_view, std::pair<uint64_t, uint64_t>> by_type;  // type -> (elements, bytes)
   uint64_t total_elements = 0, total_bytes = 0;
@@ -95,9 +210,19 @@ void run_info(const InfoOptions& o) {
 
 void register_info(CLI::App& app) {
   auto options = std::make_shared<InfoOptions>();
-  CLI::App* command = app.add_subcommand("info", "Show a GGUF file's metadata, tensors and totals");
-  command->add_option("file", options->path, "GGUF file")->required()->check(CLI::ExistingFile);
+  CLI::App* command = app.add_subcommand("info", "Show a GGUF file's metadata, tensors and totals; the weight formats; a model's costs");
+  CLI::Option* file = command->add_option("file", options->path, "GGUF file")->check(CLI::ExistingFile);
   command->add_flag("--json", options->json, "Print JSON instead of text");
+  CLI::Option* formats = command->add_flag("--formats", options->formats, "The weight formats cpullm runs (the format registry)");
+  CLI::Option* costs = command->add_flag("--costs", options->costs,
+                                         "The model's LLaMA tensors and each op's FLOPs and bytes for one decoded token");
+  CLI::Option* shape = command->add_option("--shape", options->shape,
+                                           "--costs without a file: a LLaMA shape (tinyllama-1.1b, llama-7b, llama-13b)");
+  command->add_option("--dtype", options->dtype, "--costs --shape: the matrices' format (default f16)")->needs(shape);
+  command->add_option("--position", options->position, "--costs: positions cached before the token (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  formats->excludes(costs)->excludes(file);
+  shape->needs(costs)->excludes(file);
   command->callback([options] { run_info(*options); });
 }
 

@@ -1,7 +1,8 @@
-// cpullm quantize: rewrite a model with its matrices in Q8_0, Q4_0, INT8 per channel, BF16 or F16.
+// cpullm quantize: rewrite a model with its matrices in another format of the registry.
 #include <cstdio>
 
 #include "cli/commands.hpp"
+#include "engine/kernels/weight_formats.hpp"
 #include "engine/quant/quantize_model.hpp"
 #include "engine/quant/sparsify.hpp"
 #include "engine/util/error.hpp"
@@ -13,7 +14,7 @@ namespace {
 struct QuantizeCliOptions {
   std::string input_path;
   std::string output_path;
-  std::string type;               // q8_0, q4_0, q8_0-r8, q4_0-r8, int8-channel, bf16 or f16; empty: matrices keep theirs
+  std::string type;               // a registry name (q8_0, q4_0, ...); empty: matrices keep theirs
   std::optional<double> sparsity;  // --sparsity: fraction of each pruned row's weights dropped
   std::string sparsity_pattern;    // unstructured, block4x4 or N:M
   std::vector<std::string> keep;  // --keep, split at commas
@@ -43,10 +44,10 @@ void run_quantize(const QuantizeCliOptions& o) {
 
 void register_quantize(CLI::App& app) {
   auto options = std::make_shared<QuantizeCliOptions>();
-  CLI::App* command = app.add_subcommand("quantize", "Rewrite a model with its matrices in Q8_0, Q4_0, INT8 per channel, BF16 or F16");
+  CLI::App* command = app.add_subcommand("quantize", "Rewrite a model with its matrices in another format (cpullm info --formats lists them)");
   command->add_option("input", options->input_path, "Source GGUF model")->required();
   command->add_option("output", options->output_path, "GGUF file to write")->required();
-  command->add_option("--type", options->type, "Type of the matrices: q8_0, q4_0, q8_0-r8 and q4_0-r8 (Q8_0 and Q4_0, rows interleaved in 8s; cpullm only), int8-channel (cpullm only), bf16 or f16");
+  command->add_option("--type", options->type, "Type of the matrices: " + weight_format_names() + " (the -r8 ones and int8-channel are cpullm's own)");
   command->add_option("--sparsity", options->sparsity,
                       "Prune this fraction of each block projection's weights (Top-K by magnitude per row), e.g. 0.2");
   command->add_option("--sparsity-pattern", options->sparsity_pattern,

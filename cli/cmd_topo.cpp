@@ -7,6 +7,7 @@
 
 #include "cli/commands.hpp"
 #include "engine/kernels/isa.hpp"
+#include "engine/kernels/weight_formats.hpp"
 #include "engine/quant/quantize_model.hpp"
 #include "engine/runtime/hardware_profile.hpp"
 #include "engine/runtime/placement.hpp"
@@ -220,7 +221,7 @@ void run_topo(const TopoOptions& o) {
   } else {
     const std::optional<SyntheticShape> shape = named_shape(o.shape);
     if (!shape) fail("unknown --shape '{}' (tinyllama-1.1b, llama-7b, llama-13b)", o.shape);
-    tensors = shape_tensor_sizes(*shape, o.dtype == "f32" ? GgmlType::F32 : quantize_type_from_name(o.dtype));
+    tensors = shape_tensor_sizes(*shape, quantize_type_from_name(o.dtype));
     r.weights = fmt::format("{} shape at {} (no -m)", o.shape, o.dtype);
   }
   r.requested_strategy = parse_numa_strategy(o.numa);
@@ -246,8 +247,10 @@ void register_topo(CLI::App& app) {
       ->check(CLI::IsMember({"first-touch", "interleave", "replicate", "shard"}));
   command->add_option("-m,--model", options->model, "GGUF file to size the placement from")->check(CLI::ExistingFile);
   command->add_option("--shape", options->shape, "Without -m: size the placement for this LLaMA shape (tinyllama-1.1b, llama-7b, llama-13b)");
-  command->add_option("--dtype", options->dtype, "Without -m: the shape's matrix type")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q8_0-r8", "q4_0-r8", "int8-channel"}));
+  std::vector<std::string> formats;
+  for (const WeightFormat& f : weight_formats()) formats.emplace_back(f.name);
+  command->add_option("--dtype", options->dtype, "Without -m: the shape's matrix type (" + weight_format_names() + ")")
+      ->check(CLI::IsMember(formats));
   command->add_flag("--json", options->json, "Print JSON instead of text");
   command->callback([options] { run_topo(*options); });
 }

@@ -23,6 +23,11 @@ constexpr const char* kPython = "/usr/bin/python3";
   argv.push_back(const_cast<char*>(script.c_str()));
   for (const auto& argument : arguments) argv.push_back(const_cast<char*>(argument.c_str()));
   argv.push_back(nullptr);
+  // The tools read the formats and costs from the binary that started them (tuning/registry.py),
+  // unless CPULLM_BIN names another.
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error) setenv("CPULLM_BIN", self.c_str(), 0);
   execv(kPython, argv.data());
   fail_file(kPython, "cannot run {}: {}", script, std::strerror(errno));
 }

@@ -6,16 +6,16 @@ import importlib.util
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROFILES = os.path.join(HERE, "..", "tuning", "profiles")
+sys.path.insert(0, os.path.join(HERE, "..", "tuning"))  # roofline reads the binary's facts through tuning/registry.py
 _spec = importlib.util.spec_from_file_location("tuning_roofline", os.path.join(HERE, "..", "tuning", "roofline.py"))
 tuning_roofline = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(tuning_roofline)
-
-# LLaMA shapes by name: (layers, dim, ffn, vocab); heads do not change bytes or FLOPs of a step.
-SHAPES = {"llama-7b": (32, 4096, 11008, 32000), "llama-13b": (40, 5120, 13824, 32000)}
+import registry  # noqa: E402
 
 
 @dataclass
@@ -26,16 +26,9 @@ class Figure:
 
 
 def llama_shape(name):
-    """A tuning_roofline.Shape of a LLaMA model with F16 matrices (as gen-model writes them)."""
-    layers, dim, ffn, vocab = SHAPES[name]
-    tensors = [("token_embd.weight", vocab, dim, "f16", vocab * dim * 2), ("output.weight", vocab, dim, "f16", vocab * dim * 2),
-               ("output_norm.weight", 1, dim, "f32", dim * 4)]
-    for b in range(layers):
-        tensors += [(f"blk.{b}.{m}.weight", dim, dim, "f16", dim * dim * 2) for m in ("attn_q", "attn_k", "attn_v", "attn_output")]
-        tensors += [(f"blk.{b}.{m}.weight", ffn, dim, "f16", ffn * dim * 2) for m in ("ffn_gate", "ffn_up")]
-        tensors += [(f"blk.{b}.ffn_down.weight", dim, ffn, "f16", dim * ffn * 2)]
-        tensors += [(f"blk.{b}.{m}.weight", 1, dim, "f32", dim * 4) for m in ("attn_norm", "ffn_norm")]
-    return tuning_roofline.Shape(layers, dim, dim, vocab, tensors)
+    """A tuning_roofline.Shape of a named LLaMA shape with F16 matrices (as gen-model writes them):
+    its tensors from `cpullm info --costs --shape NAME`."""
+    return tuning_roofline.costs_shape(registry.costs(shape=name))
 
 
 def load_profile(name):

@@ -116,7 +116,12 @@ def read_bandwidth(args):
     return max(reads)
 
 
-BENCH_TYPES = {"q8_0": 8, "q4_0": 2, "q4_0-r8": 4098, "q8_0-r8": 4099}  # bench_kernels' numbers for the formats and kernel levels
+def bench_type(args, fmt):
+    """bench_kernels' number for a format: its ggml type, from the binary's format registry."""
+    formats = json.loads(run([args.cpullm, "info", "--formats", "--json"]).stdout)["formats"]
+    return next(f["ggml_type"] for f in formats if f["name"] == fmt)
+
+
 BENCH_ISAS = {"avx2": 1, "avx512": 2}
 CACHE_MATRICES = {"tinyllama": "2048/2048", "llama7b-4l": "4096/4096", "tiny": "256/2048"}  # ROWS/COLS of the cache rate
 
@@ -126,7 +131,7 @@ def cache_rate(args, shape, fmt, isa):
     matvec/TYPE/ROWS/COLS/ISA (a dim x dim matrix of 2.4-18 MB, held by the last-level cache, or
     the tiny shape's 256 x 2048 in L2) on the same threads. A kernel that computes no faster than
     memory delivers cannot read at the roof."""
-    name = f"matvec/{BENCH_TYPES[fmt]}/{CACHE_MATRICES[shape]}/{BENCH_ISAS[isa]}/"
+    name = f"matvec/{bench_type(args, fmt)}/{CACHE_MATRICES[shape]}/{BENCH_ISAS[isa]}/"
     benchmarks = bench_kernels(args, f"^{name}", env=dict(os.environ, OMP_NUM_THREADS=str(args.threads)))
     return benchmarks[0]["bytes_per_second"]
 

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import registry
 from space import DIMENSIONS
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reports"))
@@ -47,14 +48,12 @@ def model_info(cpullm, path):
 
 def matrix_format(info):
     """The model's matrix format, named as quantize names it: the type of most matrix bytes."""
-    names = {"F32": "f32", "F16": "f16", "BF16": "bf16", "Q8_0": "q8_0", "Q4_0": "q4_0",
-             "CPULLM_INT8_CHANNEL": "int8-channel"}
     by_type = {}
     for t in info["tensors"]:
         if len(t["shape"]) == 2:
             by_type[t["type"]] = by_type.get(t["type"], 0) + t["bytes"]
     main = max(by_type, key=by_type.get)
-    return names.get(main, main.lower())
+    return registry.format_of_type(main)
 
 
 def quantize_prunes(cpullm):

@@ -20,13 +20,7 @@ import fnmatch
 import math
 from dataclasses import dataclass, field
 
-# Bytes per weight of each format (Q8_0: 32 int8 + an FP16 scale per block; Q4_0: 32 nibbles +
-# a scale; the -r8 layouts the same bytes, rows interleaved in 8s); INT8 per channel adds one FP32
-# scale per row.
-BYTES_PER_WEIGHT = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32, "q8_0-r8": 34 / 32,
-                    "q4_0-r8": 18 / 32, "int8-channel": 1.0}
-TYPE_FORMAT = {"F32": "f32", "F16": "f16", "BF16": "bf16", "Q8_0": "q8_0", "Q4_0": "q4_0",
-               "CPULLM_INT8_CHANNEL": "int8-channel", "CPULLM_Q4_0_R8": "q4_0-r8", "CPULLM_Q8_0_R8": "q8_0-r8"}
+import registry  # the formats' block layouts and quantize's choices: the binary's registry
 CHUNK = 512  # prompt tokens per forward_batch call: the weights are read once per chunk
 
 
@@ -46,9 +40,16 @@ def model_shape(info):
     kv_heads = meta.get("llama.attention.head_count_kv", heads)
     dim = meta["llama.embedding_length"]
     tensors = [(t["name"], t["shape"][1] if len(t["shape"]) > 1 else 1, t["shape"][0],
-                TYPE_FORMAT.get(t["type"], t["type"].lower()), t["bytes"]) for t in info["tensors"]]
+                registry.format_of_type(t["type"]), t["bytes"]) for t in info["tensors"]]
     vocab = next(rows for name, rows, *_ in tensors if name == "token_embd.weight")
     return Shape(meta["llama.block_count"], dim, dim * kv_heads // heads, vocab, tensors)
+
+
+def costs_shape(costs):
+    """The shape from `cpullm info --costs --json` (a file's, or a named shape's without weights)."""
+    d = costs["dims"]
+    tensors = [(t["name"], t["rows"], t["cols"], t["format"] or t["type"].lower(), t["bytes"]) for t in costs["tensors"]]
+    return Shape(d["n_layers"], d["dim"], d["kv_dim"], d["vocab_size"], tensors)
 
 
 def kept(name, keep, layers):
@@ -63,9 +64,11 @@ def kept(name, keep, layers):
 
 def tensor_formats(shape, fmt, keep=""):
     """(name, rows, cols, format, bytes) of every tensor after `quantize --type fmt --keep keep`,
-    by quantize's rules: 2-D *.weight matrices change type; a matrix whose rows are not whole
-    32-value blocks falls back to F16 (Q8_0, Q4_0, INT8 need them); under q4_0 the output layer
-    is Q8_0."""
+    by quantize's rules, with each format's facts from the registry: 2-D *.weight matrices change
+    type; the output layer takes the format's output_layer (Q8_0 under the 4-bit ones); an _R8
+    type's matrix of rows not whole groups takes its plain format; a matrix whose rows are not
+    whole 32-value blocks falls back to F16 where the format's kernels take Q8_0 activations."""
+    formats = registry.formats()
     has_output = any(name == "output.weight" for name, *_ in shape.tensors)
     out = []
     for name, rows, cols, source, size in shape.tensors:
@@ -73,15 +76,13 @@ def tensor_formats(shape, fmt, keep=""):
         if not matrix or kept(name, keep, shape.layers) or fmt == source:
             out.append((name, rows, cols, source, size))
             continue
-        target = fmt
-        if fmt in ("q4_0", "q4_0-r8") and (name == "output.weight" or (name == "token_embd.weight" and not has_output)):
-            target = {"q4_0": "q8_0", "q4_0-r8": "q8_0-r8"}[fmt]
-        if target.endswith("-r8") and rows % 8:
-            target = target[:-len("-r8")]
-        if target in ("q8_0", "q4_0", "q8_0-r8", "q4_0-r8", "int8-channel") and cols % 32:
+        output = name == "output.weight" or (name == "token_embd.weight" and not has_output)
+        target = formats[fmt]["output_layer"] if output else fmt
+        if rows % formats[target]["row_group"]:
+            target = formats[target]["plain"]
+        if formats[target]["activations"] == "q8_0" and cols % 32:
             target = "f16"
-        extra = 4 * rows if target == "int8-channel" else 0
-        out.append((name, rows, cols, target, int(rows * cols * BYTES_PER_WEIGHT[target]) + extra))
+        out.append((name, rows, cols, target, rows * registry.row_bytes(target, cols)))
     return out
 
 
@@ -174,7 +175,10 @@ def profile_roofs(profile, sockets, cores_per_socket, strategy, bandwidth_effici
     fp = peak * value("fp32_flops_per_cycle_per_core") * compute_efficiency
     int8 = peak * value("int8_ops_per_cycle_per_core") * compute_efficiency
     q4_0 = peak * value("q4_0_ops_per_cycle_per_core") * compute_efficiency
-    gemm = {"f32": fp, "f16": fp, "bf16": fp, "q8_0": int8, "q4_0": q4_0, "q8_0-r8": int8, "q4_0-r8": q4_0, "int8-channel": int8}
+    # float formats at the FMA rate; integer ones at the int8 rate, or Q4_0's where the GEMM's nibble
+    # tile runs them; a format without GEMM panels streams its rows, taken at the int8 rate
+    gemm = {name: fp if f["activations"] == "f32" else q4_0 if f["gemm_nibbles"] else int8
+            for name, f in registry.formats().items()}
     link = value("socket_link_gbs_per_package")
     return Roofs(bandwidth_gbs=per_socket * s["nodes_serving"], gemm_gflops=gemm,
                  remote_fraction=s["remote"], link_gbs=link * s["links"] if link else math.inf,

@@ -27,6 +27,8 @@ import json
 import os
 import tomllib
 
+import registry
+
 # Each dimension: the bench flag that sets it, the long option name a config file uses, its type.
 DIMENSIONS = {
     "threads": ("-t", "threads", int),
@@ -43,15 +45,13 @@ DIMENSIONS = {
     "prefetch": ("--prefetch", "prefetch", int),
     "kv_type": ("--kv-type", "kv-type", str),
 }
+# The formats are the binary's (registry.formats(): `cpullm info --formats`).
 CHOICES = {
     "bind": {"none", "compact", "scatter", "numa"},
-    "format": {"f32", "f16", "bf16", "q8_0", "q4_0", "q8_0-r8", "q4_0-r8", "int8-channel"},
     "placement": {"first-touch", "interleave", "replicate", "shard"},
     "kv_type": {"f32", "f16", "bf16"},
     "prefetch": {0, 1},
 }
-# Bits per weight of each format: a model is never "quantized" to more bits than it has.
-FORMAT_BITS = {"f32": 32, "f16": 16, "bf16": 16, "q8_0": 8.5, "int8-channel": 8, "q4_0": 4.5}
 WORKLOAD_DEFAULTS = {"prompt": 64, "gen": 32}
 
 
@@ -81,8 +81,9 @@ def load_space(path):
                 v = float(v)
             if not isinstance(v, kind) or isinstance(v, bool):
                 raise SpaceError(f"{path}: values.{key}: {v!r} is not a {kind.__name__}")
-            if key in CHOICES and v not in CHOICES[key]:
-                raise SpaceError(f"{path}: values.{key}: {v!r} is not one of {sorted(CHOICES[key])}")
+            choices = registry.format_names() if key == "format" else CHOICES.get(key)
+            if choices is not None and v not in choices:
+                raise SpaceError(f"{path}: values.{key}: {v!r} is not one of {sorted(choices)}")
             if kind in (int, float) and v < 0:
                 raise SpaceError(f"{path}: values.{key}: {v!r} is negative")
             checked.append(v)
@@ -128,6 +129,7 @@ def constrain(points, topology, source_format, features):
     features: the dimensions the measuring command can set (the rest must stay at defaults), and
     "sparsity" where quantize can prune."""
     kept, dropped, seen = [], [], set()
+    bits = registry.format_bits()  # a model is never "quantized" to more bits per weight than it has
     one_node = len(topology["nodes"]) == 1
     for point in points:
         reason = None
@@ -140,7 +142,7 @@ def constrain(points, topology, source_format, features):
             reason = "no core left after the cpuset and housekeeping"
         elif point.get("threads", 0) > len(cores):
             reason = f"{point['threads']} threads do not fit {len(cores)} usable cores"
-        elif FORMAT_BITS[fmt] > FORMAT_BITS.get(source_format, 32):
+        elif bits[fmt] > bits.get(source_format, 32):
             reason = f"the model is {source_format}: quantizing to {fmt} cannot add precision"
         elif point.get("keep") and fmt == source_format and not point.get("sparsity"):
             reason = f"--keep changes nothing when the format is the model's own ({fmt})"

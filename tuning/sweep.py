@@ -20,6 +20,7 @@ import sys
 
 import measure
 from cli_errors import ArgumentParser, fail
+import registry
 import results as res
 import space as sp
 from stats import mean_ci, repeat_until_tight
@@ -28,9 +29,7 @@ from strategies import STRATEGIES, Budget, halving_plan, parse_duration, ranked
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def default_cpullm():
-    """$CPULLM_BIN, else the repository's build/cpullm."""
-    return os.environ.get("CPULLM_BIN") or os.path.join(os.path.dirname(HERE), "build", "cpullm")
+default_cpullm = registry.default_cpullm
 
 
 def add_measure_arguments(parser):
@@ -332,11 +331,12 @@ def main(argv=None):
     add_measure_arguments(parser)
     parser.add_argument("--space", required=True, help="space file (JSON or TOML), see tuning/spaces/")
     args = parser.parse_args(argv)
+    os.environ["CPULLM_BIN"] = os.path.abspath(args.cpullm)  # the formats are the measured binary's
     try:
         space = sp.load_space(args.space)
         sweep, results, winner = run_sweep(args, space)
         report(args, sweep, results, winner)
-    except (sp.SpaceError, measure.MeasureError, FileExistsError, ValueError) as e:
+    except (sp.SpaceError, measure.MeasureError, registry.RegistryError, FileExistsError, ValueError) as e:
         fail(str(e))
 
 

@@ -22,14 +22,13 @@ import sys
 
 import measure
 import oscheck
+import registry
 import roofline
 import space as sp
 import stats
 import sweep as sw
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FORMATS = ["f32", "f16", "bf16", "q8_0", "int8-channel", "q4_0"]
-GGML_TYPE = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8, "bf16": 30, "int8-channel": 4097, "q4_0-r8": 4098, "q8_0-r8": 4099}  # bench_kernels' arguments
 ISA_NUMBER = {"scalar": 0, "avx2": 1, "avx512": 2}
 
 
@@ -183,12 +182,12 @@ def measure_rates(cpullm, formats, thread_counts, isa, decode_shape, set_mib, st
     if not os.path.exists(binary):
         raise measure.MeasureError(f"{binary}: missing (build the suites: cmake --build BUILD --target bench_kernels)")
     isa_n = ISA_NUMBER[isa]
-    by_type = {v: k for k, v in GGML_TYPE.items()}
+    by_type = {registry.ggml_type(f): f for f in formats}  # bench_kernels' arguments: the ggml type numbers
     dim, ffn, kv_dim = decode_shape
     rates = {}
     for t in thread_counts:
         names = [f"memory_read/{t}/"]
-        names += [f"matvec_decode/{GGML_TYPE[f]}/{dim}/{ffn}/{kv_dim}/{isa_n}/1/{set_mib[f]}/{n}/"
+        names += [f"matvec_decode/{registry.ggml_type(f)}/{dim}/{ffn}/{kv_dim}/{isa_n}/1/{set_mib[f]}/{n}/"
                   for f in formats for n in step_tokens]
         out = measure.run_checked([binary, "--benchmark_filter=^(" + "|".join(names) + ")", "--benchmark_format=json",
                                    "--benchmark_min_time=0.1", f"--benchmark_repetitions={repetitions}",
@@ -524,7 +523,7 @@ def main(argv=None):
     parser.set_defaults(min_reps=3)
     parser.add_argument("--space", default=os.path.join(HERE, "spaces", "host.toml"),
                         help="the space the sweep covers on this box (default tuning/spaces/host.toml)")
-    parser.add_argument("--formats", default=",".join(FORMATS), help="other box: formats to predict")
+    parser.add_argument("--formats", help="other box: formats to predict (default: every format `cpullm info --formats` lists)")
     parser.add_argument("--batches", default="1,8,32", help="other box: batch sizes (concurrent sequences) to predict")
     parser.add_argument("--prompt", type=int, default=512, help="other box: prompt tokens of the TTFT prediction")
     parser.add_argument("--bandwidth-efficiency", type=float, default=0.75,
@@ -532,7 +531,12 @@ def main(argv=None):
     parser.add_argument("--compute-efficiency", type=float, default=0.4, help="other box: share of peak the GEMM reaches")
     parser.add_argument("--root", default="/", help="where /proc and /sys are read from (tests point it at a fake tree)")
     args = parser.parse_args(argv)
-    args.formats = [f for f in args.formats.split(",") if f]
+    os.environ["CPULLM_BIN"] = os.path.abspath(args.cpullm)  # the formats are this binary's
+    try:
+        known = registry.format_names()
+    except registry.RegistryError as e:
+        sw.fail(str(e))
+    args.formats = [f for f in (args.formats or ",".join(known)).split(",") if f]
     try:
         args.batches = [int(b) for b in args.batches.split(",") if b]
     except ValueError:
@@ -540,8 +544,8 @@ def main(argv=None):
     if not args.batches or min(args.batches) < 1:
         sw.fail("--batches: a comma-separated list of batch sizes, each at least 1")
     for f in args.formats:
-        if f not in roofline.BYTES_PER_WEIGHT:
-            sw.fail(f"--formats: unknown format {f!r} (known: {', '.join(FORMATS)})")
+        if f not in known:
+            sw.fail(f"--formats: unknown format {f!r} (known: {', '.join(known)})")
     if not os.path.exists(args.cpullm):
         sw.fail(f"{args.cpullm}: no cpullm binary (build it, or pass --cpullm / set CPULLM_BIN)")
     try:

@@ -1,5 +1,7 @@
 #include "engine/instrument/op_costs.hpp"
 
+#include <algorithm>
+
 namespace cpullm {
 namespace {
 constexpr double kFloatBytes = 4;
@@ -44,6 +46,50 @@ RegionCost swiglu_cost(int64_t n, int64_t tokens) {
 RegionCost sampling_cost(int64_t vocab, bool greedy) {
   const double v = static_cast<double>(vocab);
   return {(greedy ? 1 : 4) * v, v * kFloatBytes};
+}
+
+std::vector<OpCost> decode_token_costs(std::span<const LlamaTensor> tensors, std::span<const GgmlType> types,
+                                       const DecodeShape& shape) {
+  std::vector<OpCost> costs;
+  for (int r = 0; r < kRegionCount; ++r) costs.push_back({static_cast<Region>(r), {}});
+  const auto add = [&](Region op, RegionCost c) {
+    costs[static_cast<int>(op)].cost.flops += c.flops, costs[static_cast<int>(op)].cost.bytes += c.bytes;
+  };
+  const AttentionShape& a = shape.attention;
+  const bool tied = std::none_of(tensors.begin(), tensors.end(), [](const LlamaTensor& t) { return t.role == LlamaRole::output; });
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const LlamaTensor& t = tensors[i];
+    const WeightMatrix w{nullptr, types[i], t.rows, t.cols};
+    switch (t.role) {
+      case LlamaRole::token_embd:
+        add(Region::embedding, embedding_cost(w, 1));
+        if (tied) add(Region::lm_head, matmul_cost(w, 1));
+        break;
+      case LlamaRole::attn_norm: add(Region::attn_norm, rmsnorm_cost(t.cols, 1)); break;
+      case LlamaRole::attn_q:
+        add(Region::q_proj, matmul_cost(w, 1));
+        add(Region::rope, rope_cost((a.n_heads + a.n_kv_heads) * a.head_dim, 1));
+        add(Region::attention, attention_cost(a, shape.position, 1, shape.kv_element_bytes));
+        break;
+      case LlamaRole::attn_k: add(Region::k_proj, matmul_cost(w, 1)); break;
+      case LlamaRole::attn_v: add(Region::v_proj, matmul_cost(w, 1)); break;
+      case LlamaRole::attn_output: add(Region::o_proj, matmul_cost(w, 1)); break;
+      case LlamaRole::ffn_norm: add(Region::ffn_norm, rmsnorm_cost(t.cols, 1)); break;
+      case LlamaRole::ffn_gate:
+        add(Region::ffn_gate, matmul_cost(w, 1));
+        add(Region::ffn_act, swiglu_cost(t.rows, 1));
+        break;
+      case LlamaRole::ffn_up: add(Region::ffn_up, matmul_cost(w, 1)); break;
+      case LlamaRole::ffn_down: add(Region::ffn_down, matmul_cost(w, 1)); break;
+      case LlamaRole::output_norm: add(Region::final_norm, rmsnorm_cost(t.cols, 1)); break;
+      case LlamaRole::output:
+        add(Region::lm_head, matmul_cost(w, 1));
+        add(Region::sampling, sampling_cost(t.rows, shape.greedy));
+        break;
+    }
+    if (tied && t.role == LlamaRole::token_embd) add(Region::sampling, sampling_cost(t.rows, shape.greedy));
+  }
+  return costs;
 }
 
 }  // namespace cpullm

@@ -6,7 +6,10 @@
 // RoPE are not counted.
 #pragma once
 #include <cstdint>
+#include <span>
+#include <vector>
 
+#include "engine/format/llama_tensors.hpp"
 #include "engine/instrument/regions.hpp"
 #include "engine/kernels/attention.hpp"
 #include "engine/kernels/matvec.hpp"
@@ -43,5 +46,22 @@ RegionCost swiglu_cost(int64_t n, int64_t tokens);
 // softmax and a draw, counted as 4 per logit (scale, exp, sum, divide; top-k/top-p sorting is
 // not arithmetic). The logits are read once.
 RegionCost sampling_cost(int64_t vocab, bool greedy);
+
+// What one decoded token costs in each op of a LLaMA model, summed over the layers: the ops the
+// forward pass enters (model.cpp), each at the cost above, the matrices at the types `types`
+// gives, one per tensor of `tensors` (llama_tensors), the token at `position` (keys cached
+// before it), the KV cache at kv_element_bytes a value. `info --costs` prints it.
+struct OpCost {
+  Region op;
+  RegionCost cost;
+};
+struct DecodeShape {
+  AttentionShape attention;     // heads and head width
+  int64_t position = 0;         // positions cached before the token
+  int64_t kv_element_bytes = 4;  // F32 cache
+  bool greedy = true;           // sampling
+};
+std::vector<OpCost> decode_token_costs(std::span<const LlamaTensor> tensors, std::span<const GgmlType> types,
+                                       const DecodeShape& shape);
 
 }  // namespace cpullm

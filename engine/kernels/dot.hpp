@@ -1,5 +1,5 @@
-// Row dot products: one row of a weight matrix, as stored, against the activations. One table
-// per ISA level; matvec picks the table and the entry for the weight type.
+// Row dot products: one row of a weight matrix, as stored, against the activations. One kernel
+// per format and ISA level; matvec takes the weight type's from the format registry.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -74,12 +74,6 @@ void by_token_count(const std::byte* row, const void* const* activations, int to
   }
 }
 
-struct DotKernels {
-  RowDot f32, f16, bf16;             // FP32 activations, FP32 accumulation
-  RowDot q8_0, q4_0, int8_channel;   // Q8_0 activations, exact int32 sums per block, FP32 across blocks
-  RowDot q4_0_r8, q8_0_r8;           // the same, 8 interleaved rows a call
-};
-
 // An INT8_CHANNEL row: one FP32 scale for the whole row, then its int8 values.
 inline float int8_channel_scale(const std::byte* row) { float v; __builtin_memcpy(&v, row, 4); return v; }
 inline const int8_t* int8_channel_values(const std::byte* row) { return reinterpret_cast<const int8_t*>(row + 4); }
@@ -89,8 +83,18 @@ inline float load_f32(const std::byte* p) { float v; __builtin_memcpy(&v, p, 4);
 inline float load_f16(const std::byte* p) { uint16_t v; __builtin_memcpy(&v, p, 2); return fp16_to_fp32(v); }
 inline float load_bf16(const std::byte* p) { uint16_t v; __builtin_memcpy(&v, p, 2); return bf16_to_fp32(v); }
 
-const DotKernels& scalar_dot_kernels();
-const DotKernels& avx2_dot_kernels();
-const DotKernels& avx512_dot_kernels();  // only call where cpu_supports(Isa::Avx512)
+// Each ISA level's row kernels, one per format, defined in dot_scalar.cpp, dot_avx2.cpp and
+// dot_avx512.cpp (a format with files of its own defines its kernels there). The format registry
+// (weight_formats.cpp) is the one place that says which format runs which; the AVX-512 ones run
+// only where cpu_supports(Isa::Avx512).
+namespace scalar_dot {
+extern const RowDot f32, f16, bf16, q8_0, q4_0, int8_channel, q4_0_r8, q8_0_r8;
+}
+namespace avx2_dot {
+extern const RowDot f32, f16, bf16, q8_0, q4_0, int8_channel, q4_0_r8, q8_0_r8;
+}
+namespace avx512_dot {
+extern const RowDot f32, f16, bf16, q8_0, q4_0, int8_channel, q4_0_r8, q8_0_r8;
+}
 
 }  // namespace cpullm

@@ -13,12 +13,6 @@
 namespace cpullm {
 namespace {
 
-float horizontal_sum(__m256 v) {
-  const __m128 four = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 two = _mm_add_ps(four, _mm_movehl_ps(four, four));
-  return _mm_cvtss_f32(_mm_add_ss(two, _mm_movehdup_ps(two)));
-}
-
 // Eight weights at p, widened to FP32.
 inline __m256 load8_f32(const std::byte* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
 inline __m256 load8_f16(const std::byte* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
@@ -307,14 +301,15 @@ struct Avx2Interleaved {
 
 }  // namespace
 
-const DotKernels& avx2_dot_kernels() {
-  static const DotKernels kernels{by_token_count<FloatRow<4, load8_f32, load_f32>::Kernel>,
-                                  by_token_count<FloatRow<2, load8_f16, load_f16>::Kernel>,
-                                  by_token_count<FloatRow<2, load8_bf16, load_bf16>::Kernel>, Avx2IntegerKernels::q8_0,
-                                  Avx2IntegerKernels::q4_0, Avx2IntegerKernels::int8_channel,
-                                  by_token_count<Avx2Interleaved<BlockQ4_0>::Kernel>,
-                                  by_token_count<Avx2Interleaved<BlockQ8_0>::Kernel>};
-  return kernels;
-}
+namespace avx2_dot {
+const RowDot f32 = by_token_count<FloatRow<4, load8_f32, load_f32>::Kernel>;
+const RowDot f16 = by_token_count<FloatRow<2, load8_f16, load_f16>::Kernel>;
+const RowDot bf16 = by_token_count<FloatRow<2, load8_bf16, load_bf16>::Kernel>;
+const RowDot q8_0 = Avx2IntegerKernels::q8_0;
+const RowDot q4_0 = Avx2IntegerKernels::q4_0;
+const RowDot int8_channel = Avx2IntegerKernels::int8_channel;
+const RowDot q4_0_r8 = by_token_count<Avx2Interleaved<BlockQ4_0>::Kernel>;
+const RowDot q8_0_r8 = by_token_count<Avx2Interleaved<BlockQ8_0>::Kernel>;
+}  // namespace avx2_dot
 
 }  // namespace cpullm

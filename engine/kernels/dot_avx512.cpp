@@ -312,15 +312,16 @@ struct Avx512Interleaved {
 
 }  // namespace
 
-const DotKernels& avx512_dot_kernels() {
-  static const DotKernels kernels{by_token_count<FloatRow<4, load16_f32, load_f32>::Kernel>,
-                                  by_token_count<FloatRow<2, load16_f16, load_f16>::Kernel>,
-                                  by_token_count<FloatRow<2, load16_bf16, load_bf16>::Kernel>, Avx512IntegerKernels::q8_0,
-                                  Avx512IntegerKernels::q4_0, Avx512IntegerKernels::int8_channel,
-                                  by_token_count<Avx512Interleaved<BlockQ4_0>::Kernel>,
-                                  by_token_count<Avx512Interleaved<BlockQ8_0>::Kernel>};
-  return kernels;
-}
+namespace avx512_dot {
+const RowDot f32 = by_token_count<FloatRow<4, load16_f32, load_f32>::Kernel>;
+const RowDot f16 = by_token_count<FloatRow<2, load16_f16, load_f16>::Kernel>;
+const RowDot bf16 = by_token_count<FloatRow<2, load16_bf16, load_bf16>::Kernel>;
+const RowDot q8_0 = Avx512IntegerKernels::q8_0;
+const RowDot q4_0 = Avx512IntegerKernels::q4_0;
+const RowDot int8_channel = Avx512IntegerKernels::int8_channel;
+const RowDot q4_0_r8 = by_token_count<Avx512Interleaved<BlockQ4_0>::Kernel>;
+const RowDot q8_0_r8 = by_token_count<Avx512Interleaved<BlockQ8_0>::Kernel>;
+}  // namespace avx512_dot
 
 }  // namespace cpullm
 

@@ -50,12 +50,15 @@ void dot_interleaved(const std::byte* group, const void* const* activations, int
 
 }  // namespace
 
-const DotKernels& scalar_dot_kernels() {
-  static const DotKernels kernels{dot_float_row<4, load_f32>, dot_float_row<2, load_f16>, dot_float_row<2, load_bf16>,
-                                  ScalarIntegerKernels::q8_0, ScalarIntegerKernels::q4_0,
-                                  ScalarIntegerKernels::int8_channel, dot_interleaved<Q4_0Row>,
-                                  dot_interleaved<Q8_0Row>};
-  return kernels;
-}
+namespace scalar_dot {
+const RowDot f32 = dot_float_row<4, load_f32>;
+const RowDot f16 = dot_float_row<2, load_f16>;
+const RowDot bf16 = dot_float_row<2, load_bf16>;
+const RowDot q8_0 = ScalarIntegerKernels::q8_0;
+const RowDot q4_0 = ScalarIntegerKernels::q4_0;
+const RowDot int8_channel = ScalarIntegerKernels::int8_channel;
+const RowDot q4_0_r8 = dot_interleaved<Q4_0Row>;
+const RowDot q8_0_r8 = dot_interleaved<Q8_0Row>;
+}  // namespace scalar_dot
 
 }  // namespace cpullm

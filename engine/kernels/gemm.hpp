@@ -10,7 +10,7 @@
 // Packing turns every weight format into one of two panel types, so each ISA level has two
 // micro-kernels in all, whatever the formats:
 //   float panels (F32, F16, BF16 weights): (depth, R) FP32; column k's R rows at panel[k * R].
-//   integer panels (Q8_0, Q4_0, INT8_CHANNEL): per block of 32 columns, 8 groups of 4 columns,
+//   integer panels (Q8_0, Q4_0, INT8_CHANNEL and their _R8 layouts): per block of 32 columns, 8 groups of 4 columns,
 //     each R rows x 4 bytes (row r's 4 weights at bytes (g * R + r) * 4 of the block), then the
 //     R rows' FP32 scales. One int32 lane per row takes 4 products at once (vpdpbusd, or
 //     maddubs + madd). The bytes encode the weights as the micro-kernel multiplies them
@@ -86,7 +86,7 @@ struct GemmKernels {
   IntegerTileKernel q4_0;        // Q4_0 and CPULLM_Q4_0_R8: `integer` where the level gains nothing
                                  // from the smaller range
 };
-// The integer micro-kernel that `type` goes through.
+// The integer micro-kernel that `type` goes through (the registry's GemmEntry::nibbles picks it).
 const IntegerTileKernel& integer_tile_kernel(const GemmKernels& kernels, GgmlType type);
 
 const GemmKernels& scalar_gemm_kernels();
@@ -103,8 +103,18 @@ constexpr int64_t integer_panel_block_bytes(int rows) { return rows * (kQuantBlo
 void pack_float_panel(const WeightMatrix& w, int64_t r0, int64_t k0, int64_t depth, int R, float* panel);
 // panel (blocks) = rows [r0, r0 + R) of an integer-format matrix over blocks [b0, b0 + blocks),
 // each weight encoded as `encoding` says; rows past w.rows are zero weights with a zero scale.
+// Through the format registry's packer for w.type; an Error for a type without integer panels.
 void pack_integer_panel(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t blocks, int R, PanelWeights encoding,
                         std::byte* panel);
+// The packers the registry names: rows read through a row view (int8_rows.hpp: Q8_0Row,
+// Q4_0Row, Int8ChannelRow) and transposed 8 rows at a time, or the _R8 types' interleaved blocks
+// (Block: BlockQ8_0, BlockQ4_0), which are laid out as the panel already.
+template <typename Row>
+void pack_integer_rows(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t blocks, int R, PanelWeights encoding,
+                       std::byte* panel);
+template <typename Block>
+void pack_interleaved_rows(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t blocks, int R, PanelWeights encoding,
+                           std::byte* panel);
 // out (cols / 32) = x (cols) quantized as Q8_0 (quantize_row_q8_0's rounding), with offset sums.
 void quantize_activations(const float* x, ActivationBlock* out, int64_t cols);
 

@@ -9,6 +9,7 @@
 #include "engine/kernels/gemm.hpp"
 #include "engine/kernels/int8_rows.hpp"
 #include "engine/kernels/row_convert.hpp"
+#include "engine/kernels/weight_formats.hpp"
 #include "engine/util/error.hpp"
 
 namespace cpullm {
@@ -45,6 +46,8 @@ __m256i encode(__m256i weights, PanelWeights encoding) {
   }
   return weights;
 }
+
+}  // namespace
 
 // Eight rows at a time: their blocks' 8 groups of 4 weights are transposed in registers, so
 // each group of the panel is written as one 32-byte store.
@@ -110,8 +113,6 @@ void pack_interleaved_rows(const WeightMatrix& w, int64_t r0, int64_t b0, int64_
   }
 }
 
-}  // namespace
-
 // Eight consecutive weights of a float-format row as FP32 (F16C converts, BF16 is a shift).
 __m256 load8_as_f32(GgmlType type, const std::byte* p) {
   const auto* halves = reinterpret_cast<const __m128i*>(p);
@@ -146,27 +147,25 @@ void pack_float_panel(const WeightMatrix& w, int64_t r0, int64_t k0, int64_t dep
   }
 }
 
-namespace {
-bool stores_q4_0(GgmlType type) { return type == GgmlType::Q4_0 || type == GgmlType::CPULLM_Q4_0_R8; }
-}  // namespace
-
 const IntegerTileKernel& integer_tile_kernel(const GemmKernels& kernels, GgmlType type) {
-  return stores_q4_0(type) ? kernels.q4_0 : kernels.integer;
+  return weight_format(type).gemm.nibbles ? kernels.q4_0 : kernels.integer;
 }
 
 void pack_integer_panel(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t blocks, int R, PanelWeights encoding,
                         std::byte* panel) {
-  if (encoding == PanelWeights::Plus8 && !stores_q4_0(w.type))
+  const GemmEntry& gemm = weight_format(w.type).gemm;
+  if (gemm.panels != GemmPanels::integer) fail("matmul: no integer panel for weight type {}", ggml_type_name(w.type));
+  if (encoding == PanelWeights::Plus8 && !gemm.nibbles)
     fail("matmul: {} weights do not fit a panel of w + 8", ggml_type_name(w.type));
-  switch (w.type) {
-    case GgmlType::Q8_0: return pack_integer_rows<Q8_0Row>(w, r0, b0, blocks, R, encoding, panel);
-    case GgmlType::Q4_0: return pack_integer_rows<Q4_0Row>(w, r0, b0, blocks, R, encoding, panel);
-    case GgmlType::CPULLM_INT8_CHANNEL: return pack_integer_rows<Int8ChannelRow>(w, r0, b0, blocks, R, encoding, panel);
-    case GgmlType::CPULLM_Q4_0_R8: return pack_interleaved_rows<BlockQ4_0>(w, r0, b0, blocks, R, encoding, panel);
-    case GgmlType::CPULLM_Q8_0_R8: return pack_interleaved_rows<BlockQ8_0>(w, r0, b0, blocks, R, encoding, panel);
-    default: fail("matmul: no integer panel for weight type {}", ggml_type_name(w.type));
-  }
+  gemm.pack(w, r0, b0, blocks, R, encoding, panel);
 }
+
+// The packers the format registry names.
+template void pack_integer_rows<Q8_0Row>(const WeightMatrix&, int64_t, int64_t, int64_t, int, PanelWeights, std::byte*);
+template void pack_integer_rows<Q4_0Row>(const WeightMatrix&, int64_t, int64_t, int64_t, int, PanelWeights, std::byte*);
+template void pack_integer_rows<Int8ChannelRow>(const WeightMatrix&, int64_t, int64_t, int64_t, int, PanelWeights, std::byte*);
+template void pack_interleaved_rows<BlockQ8_0>(const WeightMatrix&, int64_t, int64_t, int64_t, int, PanelWeights, std::byte*);
+template void pack_interleaved_rows<BlockQ4_0>(const WeightMatrix&, int64_t, int64_t, int64_t, int, PanelWeights, std::byte*);
 
 void quantize_activations(const float* x, ActivationBlock* out, int64_t cols) {
   for (int64_t b = 0; b < cols / kQuantBlock; ++b) {

@@ -11,6 +11,12 @@
 namespace cpullm {
 
 inline __m256i load32_i8(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+// The sum of the 8 floats of v (the AVX2 kernels' last step per row and token).
+inline float horizontal_sum(__m256 v) {
+  const __m128 four = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 two = _mm_add_ps(four, _mm_movehl_ps(four, four));
+  return _mm_cvtss_f32(_mm_add_ss(two, _mm_movehdup_ps(two)));
+}
 // The 4 bytes at p in every int32 lane (a broadcast from memory: a load-port operation, no shuffle).
 inline __m256i broadcast4_i8(const int8_t* p) {
   int32_t four;

@@ -1,7 +1,7 @@
-// The kernel tables (DotKernels for matvec, GemmKernels for matmul) share one shape: a table per
-// ISA level, an entry per weight type. These pick the table and the entry for both.
+// The per-ISA kernel tables (GemmKernels' micro-kernels, SparseKernels) share one shape: a table
+// per ISA level. This picks the table. (The row kernels of each weight format are in the format
+// registry, weight_formats.hpp.)
 #pragma once
-#include "engine/format/ggml_types.hpp"
 #include "engine/kernels/isa.hpp"
 #include "engine/util/error.hpp"
 
@@ -18,22 +18,6 @@ const Table& table_for_isa(Isa isa, const Table& (*scalar)(), const Table& (*avx
     case Isa::Avx512: return avx512();
   }
   fail("unknown ISA");
-}
-
-// The table's entry for a weight type, or an Error naming a type no kernel runs.
-template <typename Table>
-auto entry_for_type(const Table& table, GgmlType type) {
-  switch (type) {
-    case GgmlType::F32: return table.f32;
-    case GgmlType::F16: return table.f16;
-    case GgmlType::BF16: return table.bf16;
-    case GgmlType::Q8_0: return table.q8_0;
-    case GgmlType::Q4_0: return table.q4_0;
-    case GgmlType::CPULLM_INT8_CHANNEL: return table.int8_channel;
-    case GgmlType::CPULLM_Q4_0_R8: return table.q4_0_r8;
-    case GgmlType::CPULLM_Q8_0_R8: return table.q8_0_r8;
-    default: fail("no kernel for weight type {}", ggml_type_name(type));
-  }
 }
 
 }  // namespace cpullm

@@ -11,6 +11,7 @@
 #include "engine/kernels/parallel.hpp"
 #include "engine/kernels/row_shares.hpp"
 #include "engine/kernels/sparse.hpp"
+#include "engine/kernels/weight_formats.hpp"
 #include "engine/util/aligned_vector.hpp"
 #include "engine/util/error.hpp"
 
@@ -31,15 +32,15 @@ namespace cpullm {
 // with it.
 bool matmul_streams_rows(GgmlType type, int64_t tokens, int64_t cols, int64_t l1d_bytes) {
   if (tokens <= 2) return true;
-  const bool q4_0 = type == GgmlType::Q4_0 || type == GgmlType::CPULLM_Q4_0_R8;
-  if (tokens > (q4_0 ? kRowStreamTokens : kRowDotTokens)) return false;
-  if (type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16) return true;
-  if (!uses_q8_0_activations(type)) return false;
+  if (tokens > kRowStreamTokens) return false;
+  const WeightFormat& format = weight_format(type);
+  if (format.gemm.panels == GemmPanels::none) return true;  // no GEMM for it: the row kernels
+  if (tokens > format.streaming.most_tokens) return false;
   // What one token's row kernel reads per block of 32 columns (dot.hpp): the values (32 bytes),
-  // the block's scale (4) and for Q4_0 its offset (4), in half of L1d (24 KiB of the 48 KiB the
-  // measurements above were made with; 16 KiB on the Xeon E5 v4's 32 KiB).
-  const int64_t block_bytes = q4_0 ? 40 : 36;
-  return tokens * block_bytes * (cols / kQuantBlock) <= l1d_bytes / 2;
+  // the block's scale (4) and for Q4_0 its offset (4), in half of L1d (24 KiB of 48 KiB, where
+  // the measurements above were made; 16 KiB on the Xeon E5 v4's 32 KiB).
+  const int64_t block_bytes = format.streaming.activation_block_bytes;
+  return block_bytes == 0 || tokens * block_bytes * (cols / kQuantBlock) <= l1d_bytes / 2;
 }
 
 namespace {
@@ -185,12 +186,17 @@ void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, i
     fail("matmul: no kernel for weight type {} with {} columns", ggml_type_name(w.type), w.cols);
   if (tokens <= 0 || w.rows <= 0) return;
   rows_per_kernel_call(w);  // the GEMM's packing reads whole groups too
-  if (matmul_streams_rows(w.type, tokens, w.cols, caches.l1d_bytes)) {
-    const MatvecTask task{y, &w, y_stride};
-    return matvec_group({&task, 1}, x, x_stride, tokens, isa);
+  const GemmPanels panels = weight_format(w.type).gemm.panels;
+  if (panels == GemmPanels::none || matmul_streams_rows(w.type, tokens, w.cols, caches.l1d_bytes)) {
+    // kRowStreamTokens tokens a pass: a format without GEMM panels streams any number
+    for (int64_t t0 = 0; t0 < tokens; t0 += kRowStreamTokens) {
+      const MatvecTask task{y + t0 * y_stride, &w, y_stride};
+      matvec_group({&task, 1}, x + t0 * x_stride, x_stride, std::min(kRowStreamTokens, tokens - t0), isa);
+    }
+    return;
   }
   const GemmKernels& kernels = gemm_kernels(isa);
-  if (uses_q8_0_activations(w.type)) integer_gemm(kernels, y, y_stride, w, x, x_stride, tokens, caches);
+  if (panels == GemmPanels::integer) integer_gemm(kernels, y, y_stride, w, x, x_stride, tokens, caches);
   else float_gemm(kernels, y, y_stride, w, x, x_stride, tokens, caches);
 }
 

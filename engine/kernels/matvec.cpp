@@ -7,20 +7,16 @@
 #include <vector>
 
 #include "engine/kernels/dot.hpp"
-#include "engine/kernels/kernel_table.hpp"
 #include "engine/kernels/parallel.hpp"
 #include "engine/kernels/row_convert.hpp"
 #include "engine/kernels/row_shares.hpp"
 #include "engine/kernels/sparse.hpp"
+#include "engine/kernels/weight_formats.hpp"
 #include "engine/util/aligned_vector.hpp"
 #include "engine/util/error.hpp"
 
 namespace cpullm {
 namespace {
-
-const DotKernels& kernels_for(Isa isa) {
-  return table_for_isa(isa, scalar_dot_kernels, avx2_dot_kernels, avx512_dot_kernels);
-}
 
 // One input vector's quantized forms: buffers reused from call to call.
 struct ActivationArena {
@@ -122,8 +118,8 @@ constexpr int64_t kStealChunkBytes = 64 * 1024;
 }  // namespace
 
 bool uses_q8_0_activations(GgmlType type) {
-  return type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::CPULLM_INT8_CHANNEL ||
-         type == GgmlType::CPULLM_Q4_0_R8 || type == GgmlType::CPULLM_Q8_0_R8;
+  const WeightFormat* format = find_weight_format(type);
+  return format && format->activations == Activations::q8_0;
 }
 
 bool matvec_supports(GgmlType type, int64_t cols) {
@@ -173,10 +169,11 @@ void matvec_group(std::span<const MatvecTask> tasks, const float* x, int64_t x_s
       continue;
     }
     const int64_t group = rows_per_kernel_call(w);
+    const WeightFormat& format = weight_format(w.type);
     PreparedTask& t = prepared.emplace_back(PreparedTask{task.y, task.y_stride, w.data, row_bytes(w) * group,
-                                                         w.rows / group, group, entry_for_type(kernels_for(isa), w.type), {}});
+                                                         w.rows / group, group, format.dot_for(isa), {}});
     for (int64_t k = 0; k < tokens; ++k) {
-      if (!uses_q8_0_activations(w.type)) {
+      if (format.activations == Activations::f32) {
         if (!staged) staged = tokens == 1 ? x : stage_float_activations(x, x_stride, tokens, cols, staged_stride);
         t.activations[k] = staged + k * staged_stride;
         continue;
@@ -226,7 +223,7 @@ void matvec_group(std::span<const MatvecTask> tasks, const float* x, int64_t x_s
 
 void matvec_reference(float* y, const WeightMatrix& w, const float* x) {
   if (is_sparse(w.type)) return sparse_matvec(y, w, x, Isa::Scalar);
-  const RowDot dot = entry_for_type(scalar_dot_kernels(), w.type);
+  const RowDot dot = weight_format(w.type).dot.scalar;
   const void* activations = prepare_activations(w, x);
   const int64_t group = rows_per_kernel_call(w), stride = row_bytes(w) * group;
   for (int64_t r = 0; r < w.rows; r += group) dot(w.data + r / group * stride, &activations, 1, w.cols, &y[r]);

@@ -1,3 +1,4 @@
+#include "engine/kernels/weight_formats.hpp"
 #include "engine/model/weights.hpp"
 
 #include <fmt/format.h>
@@ -33,9 +34,9 @@ WeightMatrix matrix(const GgufFile& file, const std::string& name, int64_t rows,
   if (is_sparse(t.type)) return sparse_matrix(file, t, rows, cols);
   if (!matvec_supports(t.type, cols))
     fail_file(file.path(),
-              "tensor '{}' has type {}, which cpullm's kernels cannot run at row length {} (supported: F32, F16, BF16, "
-              "and Q8_0, Q4_0, CPULLM_Q8_0_R8, CPULLM_Q4_0_R8, CPULLM_INT8_CHANNEL with rows of whole 32-value blocks)",
-              name, ggml_type_name(t.type), cols);
+              "tensor '{}' has type {}, which cpullm's kernels cannot run at row length {} (supported: {}; the "
+              "integer ones with rows of whole 32-value blocks)",
+              name, ggml_type_name(t.type), cols, weight_format_names());
   // Rows are read with unaligned loads; the check covers the scalar paths' element reads.
   check_alignment(file, t, t.type == GgmlType::F32 ? 4 : t.type == GgmlType::CPULLM_INT8_CHANNEL ? 1 : 2);
   return {t.data, t.type, rows, cols};

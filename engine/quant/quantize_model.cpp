@@ -16,6 +16,7 @@
 #include "engine/kernels/quant_formats.hpp"
 #include "engine/kernels/row_convert.hpp"
 #include "engine/kernels/sparse.hpp"
+#include "engine/kernels/weight_formats.hpp"
 #include "engine/quant/sparsify.hpp"
 #include "engine/util/error.hpp"
 #include "engine/util/progress.hpp"
@@ -35,18 +36,6 @@ struct TensorPlan {
   GgmlType type;                 // the type written; the source's own type means a plain copy
   Outcome outcome;
 };
-
-// llama.cpp's LLAMA_FTYPE for general.file_type: what most of the file's weights are. llama.cpp
-// has none for CPULLM_INT8_CHANNEL; such files carry no general.file_type.
-std::optional<uint32_t> llama_file_type(GgmlType type) {
-  switch (type) {
-    case GgmlType::F16: return 1;    // MOSTLY_F16
-    case GgmlType::Q4_0: return 2;   // MOSTLY_Q4_0
-    case GgmlType::Q8_0: return 7;   // MOSTLY_Q8_0
-    case GgmlType::BF16: return 32;  // MOSTLY_BF16
-    default: return std::nullopt;
-  }
-}
 
 // One flag per tensor of `file`: whether a --keep item names it. The four words become globs;
 // an item that matches nothing is an error, since it is most likely a typo.
@@ -95,22 +84,20 @@ TensorPlan plan_tensor(const GgufFile& file, const GgufTensorInfo& t, bool kept,
   const GgmlType target = *options.type;
   GgmlType type = target;
   // llama.cpp keeps the output layer (token_embd when the output is tied to it) at higher
-  // precision under Q4_0: Q6_K where rows are whole 256-value super-blocks, else Q8_0. cpullm has
-  // no Q6_K, so it is always Q8_0 here.
+  // precision under the 4-bit types: Q6_K where rows are whole 256-value super-blocks, else Q8_0.
+  // cpullm has no Q6_K, so the registry's output_layer is Q8_0 (under q4_0-r8 Q8_0 interleaved).
   const bool output = t.name == "output.weight" || (t.name == "token_embd.weight" && !file.find_tensor("output.weight"));
-  // Under q4_0-r8 it is Q8_0 interleaved as the rest is.
-  if (target == GgmlType::Q4_0 && output) type = GgmlType::Q8_0;
-  if (target == GgmlType::CPULLM_Q4_0_R8 && output) type = GgmlType::CPULLM_Q8_0_R8;
+  if (output) type = weight_format(target).output_layer;
   // Interleaving takes whole groups of 8 rows; a matrix of other row counts stays in the plain format.
-  if (const auto plain = interleaved_plain_type(type); plain && (t.elements() / t.ne[0]) % kInterleavedRows != 0)
+  if (const auto plain = weight_format(type).plain; plain && (t.elements() / t.ne[0]) % kInterleavedRows != 0)
     type = *plain;
   // The integer formats need rows of whole 32-value blocks (Q8_0 and Q4_0 by layout, INT8_CHANNEL
   // for its kernels' Q8_0 activations); llama.cpp writes other matrices as F16 (stories260K's
   // ffn_down, 172 columns).
   if (!matvec_supports(type, t.ne[0])) type = GgmlType::F16;
   if (type != t.type && !row_convertible(t.type))
-    fail_file(file.path(), "tensor '{}' has type {}; quantize converts from F32, F16, BF16, Q8_0, Q4_0, "
-              "CPULLM_INT8_CHANNEL, CPULLM_Q4_0_R8 and CPULLM_Q8_0_R8 (--keep '{}' copies it as it is)", t.name, ggml_type_name(t.type), t.name);
+    fail_file(file.path(), "tensor '{}' has type {}; quantize converts from the types `cpullm info --formats` lists "
+              "(--keep '{}' copies it as it is)", t.name, ggml_type_name(t.type), t.name);
   return {&t, type, type == target ? Outcome::converted : Outcome::fell_back};
 }
 
@@ -128,11 +115,15 @@ void release_input(const std::byte* begin, const std::byte* end) {
 // general.quantization_version) describing the output; absent ones are appended, as llama.cpp does.
 // Without a target type the matrices keep theirs, and so does general.file_type.
 void copy_metadata(const GgufFile& source, GgufWriter& writer, std::optional<GgmlType> target) {
-  const bool block_format = target == GgmlType::Q8_0 || target == GgmlType::Q4_0 || target == GgmlType::CPULLM_Q4_0_R8 ||
-                            target == GgmlType::CPULLM_Q8_0_R8;
+  // llama.cpp's LLAMA_FTYPE for general.file_type: what most of the file's weights are; none
+  // for cpullm's own types, whose files carry no general.file_type.
+  const WeightFormat* format = target ? &weight_format(*target) : nullptr;
+  const bool has_file_type = format && format->llama_file_type;
+  const uint32_t file_type = has_file_type ? *format->llama_file_type : 0;
+  const bool block_format = format && format->traits().block_elements > 1;
   for (const auto& [key, value] : source.metadata()) {
     if (key == "general.file_type" && target) {
-      if (const auto file_type = llama_file_type(*target)) writer.add_u32(key, *file_type);
+      if (has_file_type) writer.add_u32(key, file_type);
     }
     else if (key == "general.quantization_version" && block_format) writer.add_u32(key, kQuantizationVersion);
     // The writer writes a non-default alignment itself, taking it from its constructor.
@@ -141,21 +132,13 @@ void copy_metadata(const GgufFile& source, GgufWriter& writer, std::optional<Ggm
   }
   if (block_format && !source.find("general.quantization_version"))
     writer.add_u32("general.quantization_version", kQuantizationVersion);
-  if (target && !source.find("general.file_type") && llama_file_type(*target))
-    writer.add_u32("general.file_type", *llama_file_type(*target));
+  if (has_file_type && !source.find("general.file_type")) writer.add_u32("general.file_type", file_type);
 }
 
 }  // namespace
 
 GgmlType quantize_type_from_name(std::string_view name) {
-  if (name == "q8_0") return GgmlType::Q8_0;
-  if (name == "q4_0") return GgmlType::Q4_0;
-  if (name == "bf16") return GgmlType::BF16;
-  if (name == "f16") return GgmlType::F16;
-  if (name == "int8-channel") return GgmlType::CPULLM_INT8_CHANNEL;
-  if (name == "q4_0-r8") return GgmlType::CPULLM_Q4_0_R8;
-  if (name == "q8_0-r8") return GgmlType::CPULLM_Q8_0_R8;
-  fail("quantize: unknown --type '{}' (q8_0, q4_0, q8_0-r8, q4_0-r8, int8-channel, bf16 or f16)", name);
+  return weight_format_named(name, "quantize: unknown --type").type;
 }
 
 QuantizeSummary quantize_model(const std::string& input_path, const std::string& output_path,

@@ -1,6 +1,5 @@
-// `cpullm quantize`: rewrite a GGUF model with its matrices in Q8_0, Q4_0, CPULLM_Q8_0_R8 or
-// CPULLM_Q4_0_R8 (Q8_0 or Q4_0 with rows interleaved in groups of 8), CPULLM_INT8_CHANNEL, F16
-// or BF16.
+// `cpullm quantize`: rewrite a GGUF model with its matrices in any format of the registry
+// (kernels/weight_formats.hpp: `cpullm info --formats`).
 // Which tensors change, and to what, follows llama.cpp's llama-quantize, so for the same input
 // both write the same tensor bytes. Tensors are converted one chunk of rows at a time, so memory
 // stays flat whatever the model's size.
@@ -16,7 +15,7 @@
 namespace cpullm {
 
 struct QuantizeOptions {
-  // The matrices' new type: Q8_0, Q4_0, CPULLM_Q8_0_R8, CPULLM_Q4_0_R8, CPULLM_INT8_CHANNEL, F16 or BF16; none: they keep theirs.
+  // The matrices' new type, one the registry lists; none: they keep theirs.
   std::optional<GgmlType> type = GgmlType::Q8_0;
   // Top-K pruning of the blocks' projections (sparsify.hpp); their values keep the source's
   // precision, or take `type` when that is F16 or BF16. Matrices whose shape the pattern cannot
@@ -32,17 +31,17 @@ struct QuantizeOptions {
 // How many tensors went which way, and the two files' sizes.
 struct QuantizeSummary {
   int converted = 0;  // matrices written at the requested type
-  int fell_back = 0;  // matrices written at another: F16 (rows not whole blocks), Q8_0 or Q8_0_R8 (output layer under Q4_0 or Q4_0_R8), Q8_0 or Q4_0 (rows not whole groups of 8 under an _R8 type), dense (shape unfit for --sparsity)
+  int fell_back = 0;  // matrices written at another: F16 (rows not whole blocks), the registry's output_layer (the output layer under a 4-bit type), the plain type (rows not whole groups of 8 under an _R8 type), dense (shape unfit for --sparsity)
   int kept = 0;       // tensors --keep left as they were
   int unchanged = 0;  // tensors that are not matrices (the norms), copied as they are
   uint64_t input_bytes = 0;
   uint64_t output_bytes = 0;
 };
 
-// "q8_0", "q4_0", "q8_0-r8", "q4_0-r8", "int8-channel", "bf16" or "f16" -> the type; anything else is an Error listing the choices.
+// A registry name ("q8_0", "q4_0-r8", ...) -> the type; anything else is an Error listing the choices.
 GgmlType quantize_type_from_name(std::string_view name);
 
-// Reads `input_path` (tensors F32, F16, BF16, Q8_0 or Q4_0 where they must be converted) and
+// Reads `input_path` (tensors of registry types where they must be converted) and
 // writes `output_path`. Errors about the input name the file and, where it is one, the tensor.
 QuantizeSummary quantize_model(const std::string& input_path, const std::string& output_path,
                                const QuantizeOptions& options);

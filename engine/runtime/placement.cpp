@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "engine/format/gguf.hpp"
+#include "engine/format/llama_tensors.hpp"
 #include "engine/runtime/row_split.hpp"
 #include "engine/util/error.hpp"
 
@@ -92,26 +93,10 @@ std::vector<TensorSize> shape_tensor_sizes(const SyntheticShape& s, GgmlType typ
   const GgmlTypeTraits traits = *ggml_type_traits(static_cast<uint32_t>(type));
   if (s.dim % traits.block_elements != 0 || s.ffn_dim % traits.block_elements != 0)
     fail("shape {}: rows of {} or {} values are not whole {} blocks", s.name, s.dim, s.ffn_dim, traits.name);
-  const auto matrix = [&](std::string name, int64_t cols, int64_t rows) {
-    return TensorSize{std::move(name), rows, static_cast<uint64_t>(rows * ggml_row_bytes(traits, cols))};
-  };
-  const auto vector = [&](std::string name) { return TensorSize{std::move(name), 1, static_cast<uint64_t>(s.dim) * 4}; };
-  const int64_t kv_dim = s.dim / s.n_heads * s.n_kv_heads;
-  std::vector<TensorSize> sizes{matrix("token_embd.weight", s.dim, s.vocab_size)};
-  for (int64_t l = 0; l < s.n_layers; ++l) {
-    const auto name = [l](const char* part) { return fmt::format("blk.{}.{}.weight", l, part); };
-    sizes.push_back(vector(name("attn_norm")));
-    sizes.push_back(matrix(name("attn_q"), s.dim, s.dim));
-    sizes.push_back(matrix(name("attn_k"), s.dim, kv_dim));
-    sizes.push_back(matrix(name("attn_v"), s.dim, kv_dim));
-    sizes.push_back(matrix(name("attn_output"), s.dim, s.dim));
-    sizes.push_back(vector(name("ffn_norm")));
-    sizes.push_back(matrix(name("ffn_gate"), s.dim, s.ffn_dim));
-    sizes.push_back(matrix(name("ffn_up"), s.dim, s.ffn_dim));
-    sizes.push_back(matrix(name("ffn_down"), s.ffn_dim, s.dim));
-  }
-  sizes.push_back(vector("output_norm.weight"));
-  sizes.push_back(matrix("output.weight", s.dim, s.vocab_size));
+  std::vector<TensorSize> sizes;
+  for (const LlamaTensor& t : llama_tensors({s.n_layers, s.dim, s.ffn_dim, s.dim / s.n_heads * s.n_kv_heads, s.vocab_size}))
+    sizes.push_back({t.name, t.rows,
+                     static_cast<uint64_t>(t.matrix() ? t.rows * ggml_row_bytes(traits, t.cols) : t.cols * 4)});
   return sizes;
 }
 

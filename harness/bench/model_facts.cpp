@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <iterator>
 
 #include <fmt/format.h>
 
 #include "engine/format/gguf.hpp"
 #include "engine/util/text.hpp"
+#include "engine/kernels/weight_formats.hpp"
 
 namespace cpullm {
 
@@ -23,13 +25,11 @@ ModelFacts describe_model(const GgufFile& file) {
   facts.decode_step_bytes = facts.size - (tied ? 0 : embedding.bytes - facts.embedding_row_bytes);
   // The matrices' format is the first block's query projection's (what quantize changes).
   const GgufTensorInfo& q = file.require_tensor("blk.0.attn_q.weight");
-  std::string type_name(ggml_type_name(q.type));
-  facts.format = q.type == GgmlType::CPULLM_INT8_CHANNEL ? "int8-channel"
-                 : q.type == GgmlType::CPULLM_Q4_0_R8    ? "q4_0-r8"
-                 : q.type == GgmlType::CPULLM_Q8_0_R8    ? "q8_0-r8"
-                                                         : type_name;
-  std::transform(facts.format.begin(), facts.format.end(), facts.format.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
+  // The registry's name; a type cpullm does not run keeps ggml's, in lower case.
+  const std::string type_name(ggml_type_name(q.type));
+  if (const WeightFormat* format = find_weight_format(q.type)) facts.format = format->name;
+  else std::transform(type_name.begin(), type_name.end(), std::back_inserter(facts.format),
+                      [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   // llama-bench's "llama 7B Q4_0": parameters in billions, or millions (thousands) for small models.
   const double params = static_cast<double>(facts.n_params);
   const std::string count = params >= 1e9   ? fmt::format("{:.1f}B", params / 1e9)

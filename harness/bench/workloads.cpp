@@ -3,8 +3,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <set>
+#include <algorithm>
 
+#include "engine/kernels/weight_formats.hpp"
 #include "engine/quant/quantize_model.hpp"
 #include "engine/util/error.hpp"
 
@@ -67,10 +68,8 @@ std::vector<Workload> read_workloads(const std::string& path) {
     // The name becomes a file name in --workload-dir: no folders, no dot files.
     if (w.name.empty() || w.name.find('/') != std::string::npos || w.name.front() == '.')
       fail_file(path, "workload name '{}' is not a plain file name", w.name);
-    const std::set<std::string> formats = {"f32", "f16", "bf16", "q8_0", "q4_0", "q8_0-r8", "q4_0-r8", "int8-channel"};
-    if (!formats.contains(w.format))
-      fail_file(path, "workload '{}': format '{}' is none of f32, f16, bf16, q8_0, q4_0, q8_0-r8, q4_0-r8, int8-channel", w.name,
-                w.format);
+    if (!std::ranges::any_of(weight_formats(), [&](const WeightFormat& f) { return f.name == w.format; }))
+      fail_file(path, "workload '{}': format '{}' is none of {}", w.name, w.format, weight_format_names());
     if (w.kv_type != "f32" && w.kv_type != "f16" && w.kv_type != "bf16")
       fail_file(path, "workload '{}': kv_type '{}' is none of f32, f16, bf16", w.name, w.kv_type);
     if (w.n_seq < 1 || w.n_prompt < 0 || w.n_gen < 0 || w.n_prompt + w.n_gen < 1 || w.n_batch < 1 || w.repetitions < 1)
@@ -94,10 +93,12 @@ std::string ensure_workload_model(const Workload& workload, const std::string& d
   const fs::path target = fs::path(dir) / (workload.name + "-" + workload.format + ".gguf");
   if (fs::exists(target)) return target.string();
   fs::create_directories(dir);
-  const bool direct = workload.format == "f32" || workload.format == "f16" || workload.format == "bf16";
+  // The float formats are written directly; the others are quantized from F16.
+  const WeightFormat& format = weight_format_named(workload.format, "workload format");
+  const bool direct = format.activations == Activations::f32;
   SyntheticModelOptions options;
   options.shape = workload.shape;
-  options.dtype = workload.format == "f32" ? GgmlType::F32 : workload.format == "bf16" ? GgmlType::BF16 : GgmlType::F16;
+  options.dtype = direct ? format.type : GgmlType::F16;
   // Each writer puts its file in place only once complete (util/output_file.hpp): an
   // interrupted run leaves no half model. A quantized format goes through a 16-bit copy first.
   if (direct) {

@@ -14,7 +14,7 @@ struct Workload {
   std::string name;
   std::string description;
   SyntheticShape shape;       // what gen-model writes
-  std::string format;         // f32 f16 bf16 (written directly), q8_0 q4_0 q8_0-r8 q4_0-r8 int8-channel (quantized from f16)
+  std::string format;         // a registry name: the float formats written directly, the others quantized from f16
   int n_seq = 1;              // concurrent sequences
   int64_t n_prompt = 0;       // prompt tokens per sequence
   int64_t n_gen = 0;          // generated tokens per sequence

@@ -27,7 +27,7 @@ struct QuantEvalResult {
   double top1_agreement = 1;   // fraction of positions whose argmax is the source's
 };
 
-// What a format name asks `quantize` for: a --type name (q8_0, q4_0, q8_0-r8, q4_0-r8, int8-channel, bf16, f16),
+// What a format name asks `quantize` for: a --type name (a registry name: q8_0, q4_0, ...),
 // optionally followed by "+" and a sparsity: sparseS (unstructured, S pruned, e.g. sparse0.2),
 // blockS (block4x4) or N:M (e.g. 2:4). A sparsity alone keeps the source's precision.
 QuantizeOptions quantize_options_for(std::string_view format);

@@ -16,6 +16,7 @@
 
 #include "engine/kernels/matmul.hpp"
 #include "engine/kernels/matvec.hpp"
+#include "engine/kernels/weight_formats.hpp"
 #include "engine/util/aligned_vector.hpp"
 #include "suites/kernels/memory_cases.hpp"
 #include "suites/kernels/random_weights.hpp"
@@ -57,12 +58,11 @@ void BM_Matvec(benchmark::State& state) {
 // long row (ffn down's length). Decode at 2 threads is memory-bound only where that is well above
 // the read roof's share of one core.
 void Cases(benchmark::internal::Benchmark* b) {
-  for (auto type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                    GgmlType::CPULLM_INT8_CHANNEL, GgmlType::CPULLM_Q4_0_R8, GgmlType::CPULLM_Q8_0_R8})
+  for (const cpullm::WeightFormat& format : cpullm::weight_formats())
     for (auto [rows, cols] : {std::pair{256, 2048}, {96, 5632}, {2048, 2048}, {5632, 2048}, {2048, 5632}, {4096, 4096},
                               {11008, 4096}, {4096, 11008}})
       for (int isa : {-1, static_cast<int>(Isa::Scalar), static_cast<int>(Isa::Avx2), static_cast<int>(Isa::Avx512)})
-        b->Args({static_cast<int64_t>(type), rows, cols, isa});
+        b->Args({static_cast<int64_t>(format.type), rows, cols, isa});
 }
 
 BENCHMARK(BM_Matvec)->Name("matvec")->Apply(Cases)->UseRealTime()->Unit(benchmark::kMicrosecond);
@@ -233,14 +233,13 @@ void BM_MatvecDecode(benchmark::State& state) {
 // the bytes of the model's decode step; its points' sequences and prompt chunks).
 void register_decode_cases(const std::vector<int64_t>& set_mib, const std::vector<int64_t>& tokens) {
   benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark("matvec_decode", BM_MatvecDecode);
-  for (auto type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                    GgmlType::CPULLM_INT8_CHANNEL, GgmlType::CPULLM_Q4_0_R8, GgmlType::CPULLM_Q8_0_R8})
+  for (const cpullm::WeightFormat& format : cpullm::weight_formats())
     for (auto [dim, ffn, kv_dim] : {std::tuple{2048, 5632, 256}, {4096, 11008, 4096}})
       for (Isa isa : {Isa::Avx2, Isa::Avx512})
         for (int in_file : {0, 1})
           for (int64_t mib : set_mib)
             for (int64_t n : tokens)
-              b->Args({static_cast<int64_t>(type), dim, ffn, kv_dim, static_cast<int64_t>(isa), in_file, mib, n});
+              b->Args({static_cast<int64_t>(format.type), dim, ffn, kv_dim, static_cast<int64_t>(isa), in_file, mib, n});
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 

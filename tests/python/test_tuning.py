@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Checks of tuning/ that need no cpullm binary: the space file and its constraints, the three
+"""Checks of tuning/ (the binary only for its format registry, $CPULLM_BIN): the space file and its constraints, the three
 strategies on a fake measurement function (halving keeps the best, the budget is respected, an
 interrupted sweep resumes without repeating an evaluation), the statistics, the OS checklist
 against a fake /proc and /sys tree, and the roofline predictions against numbers worked out by
@@ -456,11 +456,11 @@ def layer_shape(dim, ffn, kv_dim, fmt="f16"):
     """One decode layer of a LLaMA at a real shape, with its embedding table and output layer."""
     matrices = {"attn_q": (dim, dim), "attn_k": (kv_dim, dim), "attn_v": (kv_dim, dim), "attn_output": (dim, dim),
                 "ffn_gate": (ffn, dim), "ffn_up": (ffn, dim), "ffn_down": (dim, ffn)}
-    tensors = [("token_embd.weight", 32000, dim, fmt, int(32000 * dim * roofline.BYTES_PER_WEIGHT[fmt])),
+    tensors = [("token_embd.weight", 32000, dim, fmt, 32000 * roofline.registry.row_bytes(fmt, dim)),
                ("blk.0.attn_norm.weight", 1, dim, "f32", 4 * dim)]
-    tensors += [(f"blk.0.{name}.weight", rows, cols, fmt, int(rows * cols * roofline.BYTES_PER_WEIGHT[fmt]))
+    tensors += [(f"blk.0.{name}.weight", rows, cols, fmt, rows * roofline.registry.row_bytes(fmt, cols))
                 for name, (rows, cols) in matrices.items()]
-    tensors += [("output.weight", 32000, dim, fmt, int(32000 * dim * roofline.BYTES_PER_WEIGHT[fmt]))]
+    tensors += [("output.weight", 32000, dim, fmt, 32000 * roofline.registry.row_bytes(fmt, dim))]
     return roofline.Shape(layers=1, dim=dim, kv_dim=kv_dim, vocab=32000, tensors=tensors)
 
 

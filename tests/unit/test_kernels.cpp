@@ -19,6 +19,7 @@
 #include "engine/kernels/quant_formats.hpp"
 #include "engine/kernels/row_convert.hpp"
 #include "engine/kernels/row_shares.hpp"
+#include "engine/kernels/weight_formats.hpp"
 #include "engine/kernels/ops.hpp"
 #include "engine/util/error.hpp"
 #include "engine/util/half.hpp"
@@ -90,29 +91,30 @@ TEST_P(MatvecTest, ReferenceMatchesExactAndEveryIsaMatchesReference) {
   }
 }
 
+// Every format of the registry at every level, so a new entry is tested with no line here.
 // Shapes off every vector width (8, 16, 64 floats) and block count (odd and even), plus the
-// decode shapes of real models; block formats need columns in multiples of 32.
+// decode shapes of real models; block formats need columns in multiples of 32 (800: 25 blocks,
+// full steps of 8 and 16 blocks, then the row's last blocks), types stored in groups of rows
+// whole groups.
 std::vector<MatvecCase> matvec_cases() {
   std::vector<MatvecCase> cases;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
-    for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16})
-      for (int64_t rows : {1, 7, 33})
-        for (int64_t cols : {1, 13, 64, 65, 1000}) cases.emplace_back(isa, type, rows, cols);
-    // 800 columns (25 blocks): full steps of 8 and 16 blocks, then the row's last blocks.
-    for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::CPULLM_INT8_CHANNEL})
-      for (int64_t rows : {1, 7, 33})
-        for (int64_t cols : {32, 64, 96, 416, 800}) cases.emplace_back(isa, type, rows, cols);
-    cases.emplace_back(isa, GgmlType::F16, 96, 2048);
-    cases.emplace_back(isa, GgmlType::BF16, 64, 5632);
-    cases.emplace_back(isa, GgmlType::Q8_0, 64, 4096);
-    cases.emplace_back(isa, GgmlType::Q4_0, 64, 11008);
-    cases.emplace_back(isa, GgmlType::CPULLM_INT8_CHANNEL, 64, 4096);
-    for (GgmlType type : {GgmlType::CPULLM_Q4_0_R8, GgmlType::CPULLM_Q8_0_R8}) {
-      for (int64_t rows : {8, 32})  // whole groups of 8 rows
-        for (int64_t cols : {32, 64, 96, 416}) cases.emplace_back(isa, type, rows, cols);
-      cases.emplace_back(isa, type, 64, 11008);
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+    for (const WeightFormat& f : weight_formats()) {
+      const int64_t group = f.traits().row_group;
+      if (f.activations == Activations::f32) {
+        for (int64_t rows : {1, 7, 33})
+          for (int64_t cols : {1, 13, 64, 65, 1000}) cases.emplace_back(isa, f.type, rows, cols);
+        cases.emplace_back(isa, f.type, 96, 2048);
+      } else if (group == 1) {
+        for (int64_t rows : {1, 7, 33})
+          for (int64_t cols : {32, 64, 96, 416, 800}) cases.emplace_back(isa, f.type, rows, cols);
+        cases.emplace_back(isa, f.type, 64, 4096);
+      } else {
+        for (int64_t rows : {group, 4 * group})
+          for (int64_t cols : {32, 64, 96, 416}) cases.emplace_back(isa, f.type, rows, cols);
+      }
+      cases.emplace_back(isa, f.type, 8 * group, 11008);  // LLaMA-7B's ffn_down width
     }
-  }
   return cases;
 }
 
@@ -406,13 +408,13 @@ TEST(Matvec, QuantizesActivationsAsQuantizeRowQ8_0) {
 }
 
 TEST(Matvec, RefusesTypesWithoutAKernel) {
-  std::vector<std::byte> block(20);
-  WeightMatrix q4_1{block.data(), GgmlType::Q4_1, 1, 32};
-  EXPECT_FALSE(matvec_supports(GgmlType::Q4_1, 32));
+  std::vector<std::byte> block(22);
+  WeightMatrix q5_0{block.data(), GgmlType::Q5_0, 1, 32};
+  EXPECT_FALSE(matvec_supports(GgmlType::Q5_0, 32));
   EXPECT_FALSE(matvec_supports(GgmlType::Q8_0, 48));  // not whole blocks
   EXPECT_TRUE(matvec_supports(GgmlType::CPULLM_INT8_CHANNEL, 64));
   float y, x[32] = {};
-  EXPECT_THROW(matvec(&y, q4_1, x), std::exception);
+  EXPECT_THROW(matvec(&y, q5_0, x), std::exception);
 }
 
 // CPULLM_Q4_0_R8 and CPULLM_Q8_0_R8 hold Q4_0's and Q8_0's bytes rearranged: the same values in

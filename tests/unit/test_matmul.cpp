@@ -11,6 +11,7 @@
 #include "engine/kernels/matmul.hpp"
 #include "engine/kernels/quant_formats.hpp"
 #include "engine/kernels/row_convert.hpp"
+#include "engine/kernels/weight_formats.hpp"
 #include "engine/model/model.hpp"
 #include "engine/quant/quantize_model.hpp"
 #include "engine/util/error.hpp"
@@ -90,7 +91,7 @@ class MatmulTest : public ::testing::TestWithParam<MatmulCase> {};
 
 // Rows for a shape test: any count, or whole groups of 8 for the _R8 types.
 std::vector<int64_t> row_counts(GgmlType type, std::vector<int64_t> any, std::vector<int64_t> grouped) {
-  return interleaved_plain_type(type) ? grouped : any;
+  return weight_format(type).plain ? grouped : any;
 }
 
 // Tokens off every register tile's width (N: 4 or 6 tokens), rows off every panel height (R: 8,
@@ -229,10 +230,10 @@ TEST(Matmul, BlocksForTheCachesItIsSet) {
 }
 
 TEST(Matmul, RefusesTypesWithoutAKernel) {
-  std::vector<std::byte> block(20);
-  const WeightMatrix q4_1{block.data(), GgmlType::Q4_1, 1, 32};
+  std::vector<std::byte> block(22);
+  const WeightMatrix q5_0{block.data(), GgmlType::Q5_0, 1, 32};
   float y, x[32] = {};
-  EXPECT_THROW(matmul(&y, 1, q4_1, x, 32, 1), std::exception);
+  EXPECT_THROW(matmul(&y, 1, q5_0, x, 32, 1), std::exception);
 }
 
 // The streaming policy at the shapes it was measured on (docs/kernels.md), with a

@@ -127,7 +127,7 @@ double kl_divergence(const std::vector<float>& p_logits, const std::vector<float
   return kl;
 }
 
-// llama.cpp's quantized stories260K, and cpullm's INT8-per-channel one, against the F32 original
+// llama.cpp's quantized stories260K, and cpullm's INT8-per-channel and Q4_1 ones, against the F32 original
 // at every ISA level. Measured at the time of writing: Q8_0 top-1 agreement 0.98, mean KL
 // 0.0005; Q4_0 0.84 and 0.058; INT8_CHANNEL as printed by the test. The bounds leave room for
 // kernel changes, not for a broken format.
@@ -142,10 +142,14 @@ TEST(QuantizedModels, LlamaCppFilesAgreeWithTheFp32Model) {
   int8_channel.type = GgmlType::CPULLM_INT8_CHANNEL;
   int8_channel.progress = false;
   quantize_model(*f32, dir.file("int8-channel.gguf"), int8_channel);
+  QuantizeOptions q4_1 = int8_channel;
+  q4_1.type = GgmlType::Q4_1;
+  quantize_model(*f32, dir.file("q4_1.gguf"), q4_1);
   struct Expectation { std::string path; double min_top1, max_mean_kl; };
   const test::RestoreIsa restore;
   for (const Expectation& e : {Expectation{*q8, 0.95, 0.005}, Expectation{*q4, 0.75, 0.15},
-                               Expectation{dir.file("int8-channel.gguf"), 0.9, 0.01}}) {
+                               Expectation{dir.file("int8-channel.gguf"), 0.9, 0.01},
+                               Expectation{dir.file("q4_1.gguf"), 0.75, 0.15}}) {
     std::vector<std::vector<float>> first_isa;
     double first_kl = 0, first_agree = 0;
     for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {

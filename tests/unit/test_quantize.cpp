@@ -15,6 +15,7 @@
 #include "engine/format/gguf.hpp"
 #include "engine/format/gguf_writer.hpp"
 #include "engine/kernels/quant_formats.hpp"
+#include "engine/kernels/weight_formats.hpp"
 #include "engine/quant/quantize_model.hpp"
 #include "engine/util/error.hpp"
 #include "engine/util/half.hpp"
@@ -410,7 +411,7 @@ TEST(Quantize, BadInputIsAClearError) {
   test::TempDir dir;
   const std::string source = dir.file("small.gguf"), output = dir.file("out.gguf");
   SmallModel().write(source);
-  expect_error([] { quantize_type_from_name("q5_k"); }, {"unknown --type 'q5_k'", "q8_0, q4_0, q8_0-r8, q4_0-r8, int8-channel, bf16 or f16"});
+  expect_error([] { quantize_type_from_name("q5_k"); }, {"unknown --type 'q5_k'", weight_format_names()});  // every registry name
   expect_error([&] { quantize("/nonexistent/model.gguf", output, GgmlType::Q8_0); }, {"/nonexistent/model.gguf: cannot open"});
   expect_error([&] { quantize(source, output, GgmlType::Q8_0, {"blk.*.fnn_down.weight"}); },
                {source, "--keep 'blk.*.fnn_down.weight' matches no tensor"});
@@ -420,15 +421,15 @@ TEST(Quantize, BadInputIsAClearError) {
   EXPECT_FALSE(std::filesystem::exists(output));  // nothing is created when the input is refused
 
   // A type quantize cannot decode: refused by name where it must change, copied where it is kept.
-  const std::string odd = dir.file("q4_1.gguf");
+  const std::string odd = dir.file("q5_0.gguf");
   {
     GgufWriter w(odd);
     w.add_string("general.architecture", "llama");
-    w.add_tensor("blk.0.attn_q.weight", GgmlType::Q4_1, {32, 2});
-    w.write_data(std::vector<std::byte>(2 * 20, std::byte{3}));
+    w.add_tensor("blk.0.attn_q.weight", GgmlType::Q5_0, {32, 2});
+    w.write_data(std::vector<std::byte>(2 * 22, std::byte{3}));
     w.finish();
   }
-  expect_error([&] { quantize(odd, output, GgmlType::Q8_0); }, {odd, "tensor 'blk.0.attn_q.weight' has type Q4_1"});
+  expect_error([&] { quantize(odd, output, GgmlType::Q8_0); }, {odd, "tensor 'blk.0.attn_q.weight' has type Q5_0"});
   expect_error([&] { quantize(odd, output, GgmlType::Q8_0, {"last"}); }, {odd, "llama.block_count"});
   quantize(odd, output, GgmlType::Q8_0, {"blk.0.attn_q.weight"});
   EXPECT_TRUE(same_bytes(GgufFile(output).require_tensor("blk.0.attn_q.weight"), GgufFile(odd).require_tensor("blk.0.attn_q.weight")));

@@ -1,0 +1,132 @@
+#!/usr/bin/python3
+"""The Python tools' view of the engine equals the binary's.
+
+- tuning/registry.py's formats are `cpullm info --formats --json`'s, and each format's row bytes
+  are the ones the binary sizes a model with (`info --costs --shape`);
+- roofline's tensor formats and sizes after `quantize --type F` (its rules, the registry's facts)
+  are those of the file `cpullm quantize` writes, for every format of the registry;
+- `info MODEL --costs` agrees with the file and with the analytic formulas (op_costs.hpp);
+- reports/predict.py's LLaMA shapes are the binary's;
+- the sweep space takes every format the registry lists, its constraints raise no KeyError for any
+  pair, and `cpullm sweep` over every format runs.
+
+Usage: test_registry.py --cpullm BIN --workdir DIR
+"""
+import json
+import os
+import sys
+
+from cli_checks import parse_context, run, run_checks, check
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path.insert(0, os.path.join(ROOT, "tuning"))
+sys.path.insert(0, os.path.join(ROOT, "reports"))
+
+
+def info(ctx, *args):
+    return json.loads(run([ctx.cpullm, "info", *args, "--json"]).stdout)
+
+
+def tiny_model(ctx):
+    """A 2-layer F32 model: dim 64, 4 heads (2 KV heads), ffn 80 (ffn_down's rows are not whole
+    32-value blocks: the integer formats fall back to F16 there), vocabulary 1000."""
+    path = os.path.join(ctx.workdir, "tiny-f32.gguf")
+    if not os.path.exists(path):
+        run([ctx.cpullm, "gen-model", "--shape", "custom", "--layers", "2", "--dim", "64", "--ffn", "80", "--heads", "4",
+             "--kv-heads", "2", "--vocab", "1000", "--ctx", "256", "--dtype", "f32", "-o", path])
+    return path
+
+
+@check
+def python_formats_are_the_binarys(ctx):
+    import registry
+    binary = info(ctx, "--formats")["formats"]
+    assert list(registry.formats().values()) == binary, (registry.formats(), binary)
+    assert "q4_1" in registry.format_names() and "q4_0-r8" in registry.format_bits()
+    for f in binary:
+        assert registry.ggml_type(f["name"]) == f["ggml_type"]
+        assert registry.format_of_type(f["ggml_name"]) == f["name"]
+        assert f["bits_per_weight"] == 8 * f["block_bytes"] / f["block_elements"], f
+        costs = info(ctx, "--costs", "--shape", "tinyllama-1.1b", "--dtype", f["name"])
+        q = next(t for t in costs["tensors"] if t["name"] == "blk.0.attn_q.weight")
+        assert q["format"] == f["name"] and q["bytes"] == q["rows"] * registry.row_bytes(f["name"], q["cols"]), (f, q)
+
+
+@check
+def roofline_sizes_are_what_quantize_writes(ctx):
+    import measure
+    import roofline
+    source = tiny_model(ctx)
+    shape = roofline.model_shape(measure.model_info(ctx.cpullm, source))
+    for fmt in json.loads(run([ctx.cpullm, "info", "--formats", "--json"]).stdout)["formats"]:
+        out = os.path.join(ctx.workdir, f"tiny-as-{fmt['name']}.gguf")
+        run([ctx.cpullm, "quantize", source, out, "--type", fmt["name"]])
+        written = {t["name"]: (roofline.registry.format_of_type(t["type"]), t["bytes"]) for t in info(ctx, out)["tensors"]}
+        predicted = {name: (f, size) for name, _, _, f, size in roofline.tensor_formats(shape, fmt["name"])}
+        assert predicted == written, (fmt["name"], {k: (predicted[k], written[k]) for k in written if predicted.get(k) != written[k]})
+
+
+@check
+def costs_agree_with_the_file_and_the_formulas(ctx):
+    source = tiny_model(ctx)
+    costs = info(ctx, source, "--costs", "--position", "10")
+    whole = info(ctx, source)
+    assert sum(t["bytes"] for t in costs["tensors"]) == whole["totals"]["bytes"]
+    d, ops = costs["dims"], costs["decode_token"]["ops"]
+    assert (d["n_layers"], d["dim"], d["ffn_dim"], d["kv_dim"], d["vocab_size"]) == (2, 64, 80, 32, 1000), d
+    assert ops["q_proj"]["flops"] == 2 * 64 * 64 * 2 and ops["k_proj"]["flops"] == 2 * 32 * 64 * 2
+    assert ops["ffn_down"]["flops"] == 2 * 64 * 80 * 2 and ops["lm_head"]["flops"] == 2 * 1000 * 64
+    # attention at position 10: 11 keys per head, 4 x head_dim + 5 FLOPs each, per layer
+    assert ops["attention"]["flops"] == 2 * 4 * 11 * (4 * 16 + 5), ops["attention"]
+    assert costs["decode_token"]["flops"] == sum(o["flops"] for o in ops.values())
+    matrices = sum(t["bytes"] for t in costs["tensors"] if t["rows"] > 1 and t["name"] != "token_embd.weight")
+    projected = sum(ops[k]["bytes"] for k in ("q_proj", "k_proj", "v_proj", "o_proj", "ffn_gate", "ffn_up", "ffn_down", "lm_head"))
+    assert projected > matrices and projected - matrices < 64 * 1024, (projected, matrices)  # the weights plus FP32 activations
+
+
+@check
+def predict_shapes_are_the_binarys(ctx):
+    import predict
+    shape = predict.llama_shape("llama-7b")
+    assert (shape.layers, shape.dim, shape.kv_dim, shape.vocab) == (32, 4096, 4096, 32000)
+    assert predict.parameters("llama-7b") == 2 * 32000 * 4096 + 32 * (4 * 4096 ** 2 + 3 * 4096 * 11008 + 2 * 4096) + 4096
+
+
+@check
+def space_takes_every_format(ctx):
+    import registry
+    import space as sp
+    names = registry.format_names()
+    path = os.path.join(ctx.workdir, "every.json")
+    with open(path, "w") as f:
+        json.dump({"values": {"format": names}}, f)
+    assert sp.load_space(path)["values"]["format"] == names
+    topology = {"nodes": [{"os_index": 0}], "cores": [{"node": 0, "pus": [0]}, {"node": 0, "pus": [1]}]}
+    bits = registry.format_bits()
+    for source in names:
+        kept, dropped = sp.constrain([{"format": f} for f in names], topology, source, set())
+        assert {p["format"] for p in kept} == {f for f in names if bits[f] <= bits[source]}, (source, kept, dropped)
+
+
+@check
+def sweep_runs_every_format(ctx):
+    import registry
+    names = registry.format_names()
+    space = os.path.join(ctx.workdir, "formats.toml")
+    with open(space, "w") as f:
+        f.write("[values]\nformat = [" + ", ".join(f'"{n}"' for n in names) + "]\n[workload]\nprompt = 8\ngen = 4\n")
+    out_dir = os.path.join(ctx.workdir, "sweep")
+    proc = run([ctx.cpullm, "sweep", "-m", tiny_model(ctx), "--space", space, "--strategy", "grid", "--budget", "10m",
+                "--out", out_dir, "--point-budget", "2", "--min-reps", "1", "--max-reps", "1", "--confirm-reps", "1"],
+               timeout=900)
+    assert "KeyError" not in proc.stderr, proc.stderr
+    assert proc.stderr.count(" measured, ") == len(names), proc.stderr
+    table = open(os.path.join(out_dir, "sweep-table.md")).read()
+    for n in names:
+        assert f"format={n}" in table, (n, table)
+
+
+if __name__ == "__main__":
+    ctx = parse_context(__doc__)
+    os.environ["CPULLM_BIN"] = os.path.abspath(ctx.cpullm)
+    sys.exit(run_checks(ctx))
