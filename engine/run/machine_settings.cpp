@@ -37,7 +37,8 @@ RunReport apply_machine_settings(const RunConfig& config, const Topology& topolo
     report.thread_cpus += fmt::format("{}thread {} on CPU {}", i ? ", " : "", i, format_cpu_list(granted[i]));
   report.binding = std::string(bind_policy_name(plan.policy));
   report.threads = omp_get_max_threads();
-  report.notes = plan.notes;
+  // An unbound run's plan says only that its threads are unbound: news to no one who asked nothing.
+  if (binding_given(config)) report.notes = plan.notes;
 
   report.cache_blocking = apply_cache_sizes(config.cache_topology ? *config.cache_topology : topology);
   return report;
