@@ -11,6 +11,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/config_file.hpp"
+#include "cli/run_options.hpp"
 #include "harness/bench/bench_db.hpp"
 #include "harness/bench/bench_plan.hpp"
 #include "harness/bench/bench_record.hpp"
@@ -37,8 +38,7 @@ struct BenchOptions {
   int repetitions = 5;
   std::string output = "md";
   std::string numa;
-  std::string cpuset;
-  int housekeeping = 0;
+  RunConfig run;  // --cpuset and --housekeeping: the same for every point
   bool cold = false;
   double inject_delay_ms = 0;
   std::string workload;
@@ -108,8 +108,8 @@ BenchParams bench_params(const BenchOptions& o) {
   p.placement = parse_word_list(joined(o.placement), "--placement", {"first-touch", "interleave", "replicate", "shard"});
   p.kv_type = parse_word_list(joined(o.kv_type), "--kv-type", {"f32", "f16", "bf16"});
   p.prefetch = ints(o.prefetch, "--prefetch", 0, 1);
-  p.cpuset = o.cpuset;
-  p.housekeeping = o.housekeeping;
+  p.cpuset = o.run.cpuset;
+  p.housekeeping = o.run.housekeeping;
   p.repetitions = o.repetitions;
   p.cold = o.cold;
   p.inject_delay_ms = o.inject_delay_ms;
@@ -156,9 +156,9 @@ std::string& bench_command_line() {
 // the rates the search probes. Every run is one record.
 void run_load_scenario(const BenchOptions& o, const BenchPoint& point, DbRun& db) {
   const HostInfo host = detect_host();
-  const MachineState machine = apply_machine_settings(point);
-  const std::unique_ptr<Model> model = load_model(point);
-  const ModelFacts facts = describe_model(model->file());
+  Session session(run_config(point));  // applied as generate applies the same flags
+  const RunReport& machine = session.report();
+  const ModelFacts facts = describe_model(session.model().file());
   const std::unique_ptr<Reporter> reporter = make_reporter(o.output, stdout, load_markdown_columns(), "load_test");
   LoadSettings settings;
   settings.requests = o.requests;
@@ -171,7 +171,7 @@ void run_load_scenario(const BenchOptions& o, const BenchPoint& point, DbRun& db
     if (measured.contains(rate)) return measured[rate];
     settings.rate = rate;
     std::fprintf(stderr, "cpullm: bench: load at %.4g requests/s (%d requests)\n", rate, o.requests);
-    const Record record = load_record(point, machine, facts, settings, run_load(*model, settings), o.bounds, host);
+    const Record record = load_record(point, machine, facts, settings, run_load(session, settings), o.bounds, host);
     reporter->add(record);
     if (db.db) db.db->add_result(db.run_id, result_record(record, "load"));
     return measured[rate] = record;
@@ -314,22 +314,27 @@ void register_bench(CLI::App& app) {
   list("-p,--n-prompt", o->n_prompt, "Prompt tokens: prompt-processing tests");
   list("-n,--n-gen", o->n_gen, "Generated tokens: text-generation tests");
   command->add_option("--pg", o->prompt_gen, "PROMPT,GEN: prompt then generation in one test (also spelled -pg)");
-  list("-t,--threads", o->threads, "Threads (0: all cores)");
+  // The run options under generate's names and help (cli/run_options.hpp), each taking a LIST.
+  auto run_list = [&](RunFlag flag, std::vector<std::string>& values, const std::string& values_help = "") {
+    const RunFlagText text = run_flag_text(flag);
+    list(text.names, values, text.help + values_help);
+  };
+  run_list(RunFlag::threads, o->threads);
   list("-b,--batch-size", o->n_batch, "Prompt tokens per forward call");
-  list("--np", o->n_seq, "Concurrent sequences (also spelled -np)");
+  run_list(RunFlag::sequences, o->n_seq);
   command->add_option("-r,--repetitions", o->repetitions, "Repetitions of each test")->check(CLI::Range(1, 1000000000))->capture_default_str();
   command->add_option("-o,--output", o->output, "Output format on stdout")
       ->check(CLI::IsMember({"md", "csv", "json", "jsonl", "sql"}))->capture_default_str();
   command->add_option("--numa", o->numa, "llama-bench's NUMA mode, mapped onto --bind/--cpuset/--placement")
       ->check(CLI::IsMember({"distribute", "isolate", "numactl"}));
-  list("--isa", o->isa, "Kernel levels: scalar, avx2, avx512 (default: the best this CPU has)");
-  list("--attn-tile", o->attn_tile, "Prompt attention tiles, QUERIESxKEYS");
-  list("--bind", o->binding, "Thread binding: none, compact, scatter, numa");
-  command->add_option("--cpuset", o->cpuset, "CPUs threads may use, isolcpus-style (e.g. 2-31)");
-  command->add_option("--housekeeping", o->housekeeping, "Cores per NUMA node left to the OS")->check(CLI::Range(0, 4096));
-  list("--placement", o->placement, "Weight placement: first-touch, interleave, replicate, shard");
-  list("--kv-type", o->kv_type, "KV cache element type: f32, f16, bf16");
-  list("--prefetch", o->prefetch, "Prefetch the next layer's weights, then the embedding table: 0, 1");
+  run_list(RunFlag::isa, o->isa);
+  run_list(RunFlag::attn_tile, o->attn_tile);
+  run_list(RunFlag::bind, o->binding);
+  // One CPU set and housekeeping for the whole run.
+  add_run_options(*command, o->run, {RunFlag::cpuset, RunFlag::housekeeping});
+  run_list(RunFlag::placement, o->placement);
+  run_list(RunFlag::kv_type, o->kv_type);
+  run_list(RunFlag::prefetch, o->prefetch, " (0, 1)");
   command->add_flag("--cold", o->cold, "Drop the model from the page cache before every repetition (no warm-up)");
   command->add_option("--inject-delay-ms", o->inject_delay_ms, "Sleep this long after every generated token (the "
                       "deliberately slowed build for regression tests)")->check(CLI::Range(0.0, 60000.0));

@@ -8,6 +8,7 @@
 #include "cli/commands.hpp"
 #include "engine/kernels/weight_formats.hpp"
 #include "engine/runtime/topology.hpp"
+#include "cli/run_options.hpp"
 #include "harness/eval/quant_eval.hpp"
 #include "engine/util/error.hpp"
 #include "engine/util/output_file.hpp"
@@ -23,8 +24,7 @@ struct EvalQuantCliOptions {
   std::string files_dir;   // empty: a temporary folder, removed afterwards
   int64_t window = 256;
   bool json = false;
-  int threads = 0;
-  std::string isa;
+  RunConfig run;  // every model's run settings; the model and context are each candidate's
 };
 
 std::string read_text(const std::string& path) {
@@ -36,11 +36,8 @@ std::string read_text(const std::string& path) {
 }
 
 void run_eval_quant(const EvalQuantCliOptions& o) {
-  apply_threads(o.threads);
-  apply_isa(o.isa);
-  apply_cache_sizes(detect_topology());
   const std::string text = o.text_path.empty() ? std::string(default_eval_text()) : read_text(o.text_path);
-  QuantEvalOptions options{o.formats, o.keep, o.window, o.files_dir};
+  QuantEvalOptions options{o.formats, o.keep, o.window, o.files_dir, o.run};
   const bool temporary = options.work_dir.empty();
   if (temporary) options.work_dir = make_private_temporary_folder("cpullm-eval-");
   std::vector<QuantEvalResult> results;
@@ -53,11 +50,12 @@ void run_eval_quant(const EvalQuantCliOptions& o) {
   if (temporary) std::filesystem::remove_all(options.work_dir);
 
   const QuantEvalResult& source = results.front();
+  std::fprintf(stderr, "cpullm: run: %s\n", source.run.c_str());
   if (o.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : results)
       out.push_back({{"format", r.format}, {"file_bytes", r.file_bytes}, {"positions", r.positions},
-                     {"perplexity", r.perplexity}, {"mean_kl", r.mean_kl}, {"top1_agreement", r.top1_agreement}});
+                     {"perplexity", r.perplexity}, {"mean_kl", r.mean_kl}, {"top1_agreement", r.top1_agreement}, {"run", r.run}});
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
@@ -89,8 +87,9 @@ void register_eval_quant(CLI::App& app) {
   command->add_option("--window", options->window, "Tokens per window, BOS included")->check(CLI::Range(2, 1 << 16));
   command->add_option("--files", options->files_dir, "Keep the quantized models in this folder");
   command->add_flag("--json", options->json, "Print JSON");
-  add_threads_option(*command, options->threads);
-  add_isa_option(*command, options->isa);
+  add_run_options(*command, options->run,
+                  {RunFlag::threads, RunFlag::bind, RunFlag::cpuset, RunFlag::housekeeping, RunFlag::isa,
+                   RunFlag::placement, RunFlag::attn_tile, RunFlag::kv_type, RunFlag::prefetch, RunFlag::mlock});
   command->callback([options] { run_eval_quant(*options); });
 }
 

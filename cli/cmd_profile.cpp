@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/run_options.hpp"
 #include "engine/instrument/counters.hpp"
 #include "engine/instrument/energy.hpp"
 #include "engine/instrument/likwid_markers.hpp"
@@ -19,7 +20,7 @@
 #include "engine/instrument/roofs.hpp"
 #include "engine/kernels/isa.hpp"
 #include "engine/kernels/parallel.hpp"
-#include "engine/model/model.hpp"
+#include "engine/run/session.hpp"
 #include "engine/runtime/hardware_profile.hpp"
 #include "engine/sampling/sampler.hpp"
 #include "engine/util/error.hpp"
@@ -30,16 +31,9 @@ namespace cpullm::cli {
 namespace {
 
 struct ProfileOptions {
-  std::string model_path;
+  RunConfig run;              // --np: sequences run together, each step one token of each
   int prompt_tokens = 64;
   int generated_tokens = 32;
-  int sequences = 1;          // --np: sequences run together, each step one token of each
-  int64_t context = 0;
-  int threads = 0;
-  std::string isa;
-  std::string attention_tiles = "64x64";
-  std::string kv_type = "f32";
-  bool prefetch = false;      // map the next layer while one computes, then the embedding table
   std::string hardware;       // a profile name or path: roofs from it instead of measured
   bool counters = true;       // perf_event counters per region
   bool overhead = false;      // time regions off / on / on with counters instead of the table
@@ -112,9 +106,9 @@ std::vector<int32_t> synthetic_prompt(int count, int64_t vocab) {
 // Prefill of the prompt in `sequences` copies (one batch), then `generated` greedy decode steps
 // of one token per sequence (sampling is a region), each phase timed as a whole and, where
 // regions are on, region by region.
-std::vector<Phase> run_phases(Model& model, const std::vector<int32_t>& prompt, int generated, int sequences,
+std::vector<Phase> run_phases(Session& session, const std::vector<int32_t>& prompt, int generated,
                               const EnergyMeter& energy) {
-  const int64_t vocab = model.config().vocab_size;
+  const int sequences = session.config().sequences;
   std::vector<Phase> phases;
   auto measure = [&](const char* name, int64_t tokens, auto&& work) {
     reset_regions();
@@ -125,21 +119,16 @@ std::vector<Phase> run_phases(Model& model, const std::vector<int32_t>& prompt, 
     if (energy.available()) phase.energy = energy.between(energy_before, energy.read());
     phases.push_back(std::move(phase));
   };
-  std::span<const float> logits;
   measure("prefill", static_cast<int64_t>(prompt.size()) * sequences,
-          [&] { logits = model.forward(prompt_copies(prompt, sequences)); });
-  measure("decode", static_cast<int64_t>(generated) * sequences, [&] {
-    std::vector<BatchToken> step(static_cast<std::size_t>(sequences));
-    for (int i = 0; i < generated; ++i) {
-      for (int s = 0; s < sequences; ++s) {
-        ScopedRegion region(Region::sampling, sampling_cost(vocab, true));
-        const auto row = logits.subspan(static_cast<std::size_t>(s * vocab), static_cast<std::size_t>(vocab));
-        step[s] = {.token = argmax(row), .sequence = s, .position = static_cast<int64_t>(prompt.size()) + i,
-                   .want_logits = true};
-      }
-      logits = model.forward(step);
-    }
-  });
+          [&] { session.prefill(prompt_copies(prompt, sequences)); });
+  DecodeLoop loop;
+  loop.steps = generated;
+  loop.first_position = static_cast<int64_t>(prompt.size());
+  loop.choose = [](int64_t, int32_t, std::span<const float> logits) {
+    ScopedRegion region(Region::sampling, sampling_cost(static_cast<int64_t>(logits.size()), true));
+    return argmax(logits);
+  };
+  measure("decode", static_cast<int64_t>(generated) * sequences, [&] { session.decode(loop); });
   return phases;
 }
 
@@ -239,7 +228,7 @@ nlohmann::json phase_json(const Phase& phase, const Roofs& roofs) {
 // Tokens/s of each phase with the regions off, on, and on with counters, in interleaved rounds
 // (off, on, counters, off, ...) so that drift on this shared machine hits every mode alike; the
 // median of each.
-void run_overhead(const ProfileOptions& o, Model& model, const std::vector<int32_t>& prompt, PerfCounters* counters,
+void run_overhead(const ProfileOptions& o, Session& session, const std::vector<int32_t>& prompt, PerfCounters* counters,
                   const EnergyMeter& energy) {
   const char* modes[] = {"off", "regions", "regions+counters"};
   const int n_modes = counters ? 3 : 2;
@@ -248,7 +237,7 @@ void run_overhead(const ProfileOptions& o, Model& model, const std::vector<int32
     for (int mode = 0; mode < n_modes; ++mode) {
       enable_regions(mode > 0);
       attach_region_counters(mode == 2 ? counters : nullptr);
-      const std::vector<Phase> phases = run_phases(model, prompt, o.generated_tokens, o.sequences, energy);
+      const std::vector<Phase> phases = run_phases(session, prompt, o.generated_tokens, energy);
       for (int p = 0; p < 2; ++p) rates[mode * 2 + p].push_back(phases[p].tokens / phases[p].seconds);
     }
   enable_regions(false);
@@ -272,39 +261,33 @@ void run_overhead(const ProfileOptions& o, Model& model, const std::vector<int32
   if (o.json) std::printf("%s\n", nlohmann::json{{"overhead", json}, {"repetitions", o.repetitions}}.dump(2).c_str());
 }
 
-void run_profile(const ProfileOptions& o) {
-  apply_threads(o.threads);
-  apply_isa(o.isa);
+void run_profile(ProfileOptions o) {
   // Under --hardware the GEMM blocks for the profile's caches, as on that box.
-  const std::string blocking =
-      apply_cache_sizes(o.hardware.empty() ? detect_topology() : profile_topology(load_profile(o.hardware)));
-  // Counters first: they are opened on each OpenMP thread, which must be the threads the
-  // kernels then use.
+  if (!o.hardware.empty()) o.run.cache_topology = profile_topology(load_profile(o.hardware));
+  Session session(o.run);
+  std::fprintf(stderr, "cpullm: run: %s\n", session.describe().c_str());
+  for (const std::string& note : session.report().notes) std::fprintf(stderr, "cpullm: note: %s\n", note.c_str());
+  const std::string& blocking = session.report().cache_blocking;
+  const Model& model = session.model();
+  // Counters are opened on each OpenMP thread: the session has fixed the team the kernels use.
   std::unique_ptr<PerfCounters> counters;
   if (o.counters) counters = std::make_unique<PerfCounters>();
   const std::string likwid = start_likwid_markers();
   const EnergyMeter energy;
 
-  ModelOptions model_options;
-  model_options.context = o.context;
-  model_options.kv_type = parse_kv_type(o.kv_type);
-  model_options.prefetch = o.prefetch;
-  model_options.sequences = o.sequences;
-  Model model(o.model_path, model_options);
-  model.set_attention_tiles(parse_attention_tiles(o.attention_tiles));
   if (o.prompt_tokens + o.generated_tokens > model.context())
     fail("-p {} plus -n {} exceeds the context of {} positions; raise -c or lower -p/-n", o.prompt_tokens,
          o.generated_tokens, model.context());
   const std::vector<int32_t> prompt = synthetic_prompt(o.prompt_tokens, model.config().vocab_size);
 
   // Warm-up: the weights paged in and the threads started, so that the measured runs see neither.
-  run_phases(model, prompt, std::min(o.generated_tokens, 2), o.sequences, energy);
-  if (o.overhead) return run_overhead(o, model, prompt, counters.get(), energy);
+  run_phases(session, prompt, std::min(o.generated_tokens, 2), energy);
+  if (o.overhead) return run_overhead(o, session, prompt, counters.get(), energy);
 
   const Roofs roofs = find_roofs(o.hardware, active_isa());
   attach_region_counters(counters.get());
   enable_regions(true);
-  const std::vector<Phase> phases = run_phases(model, prompt, o.generated_tokens, o.sequences, energy);
+  const std::vector<Phase> phases = run_phases(session, prompt, o.generated_tokens, energy);
   enable_regions(false);
   close_likwid_markers();
 
@@ -322,12 +305,17 @@ void run_profile(const ProfileOptions& o) {
       for (const UnavailableCounter& u : counters->unavailable()) unavailable.push_back({{"name", u.name}, {"reason", u.reason}});
     const std::optional<std::size_t> huge_bytes = mapping.huge_page_bytes();
     const nlohmann::json out = {
-        {"model", valid_utf8(o.model_path)},
-        {"threads", omp_get_max_threads()},
-        {"sequences", o.sequences},
-        {"isa", isa_name(active_isa())},
-        {"kv_type", o.kv_type},
-        {"prefetch", o.prefetch},
+        {"model", valid_utf8(o.run.model)},
+        {"threads", session.report().threads},
+        {"sequences", o.run.sequences},
+        {"isa", session.report().isa},
+        {"kv_type", o.run.kv_type},
+        {"prefetch", o.run.prefetch},
+        {"attn_tile", o.run.attn_tile},
+        {"binding", session.report().binding},
+        {"placement", session.report().placement},
+        {"context", model.context()},
+        {"mlock", o.run.mlock},
         {"prefetched_bytes", model.prefetched_bytes()},  // what the --prefetch thread mapped (0 without it)
         {"roofs",
          {{"memory_bytes_per_s", roofs.bytes_per_s}, {"memory_source", roofs.memory_source},
@@ -345,9 +333,9 @@ void run_profile(const ProfileOptions& o) {
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
-  std::printf("cpullm profile: %s, %d threads, kernels %s, KV cache %s%s\n", o.model_path.c_str(),
-              omp_get_max_threads(), std::string(isa_name(active_isa())).c_str(), o.kv_type.c_str(),
-              o.sequences > 1 ? fmt::format(", {} sequences a step", o.sequences).c_str() : "");
+  std::printf("cpullm profile: %s, %d threads, kernels %s, KV cache %s%s\n", o.run.model.c_str(),
+              session.report().threads, session.report().isa.c_str(), o.run.kv_type.c_str(),
+              o.run.sequences > 1 ? fmt::format(", {} sequences a step", o.run.sequences).c_str() : "");
   std::printf("dispatch: %s\n", describe_dispatch(omp_get_max_threads()).c_str());
   std::printf("roofs: memory %.1f GB/s (%s)\n       compute %.1f GFLOP/s (%s)\n       ridge %.1f FLOP/byte\n",
               roofs.bytes_per_s * 1e-9, roofs.memory_source.c_str(), roofs.flops_per_s * 1e-9,
@@ -363,22 +351,14 @@ void run_profile(const ProfileOptions& o) {
 void register_profile(CLI::App& app) {
   auto options = std::make_shared<ProfileOptions>();
   CLI::App* command = app.add_subcommand("profile", "Per-region time, GFLOP/s, GB/s, roofline and counters of a run");
-  command->add_option("-m,--model", options->model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
+  command->add_option("-m,--model", options->run.model, "GGUF model file")->required()->check(CLI::ExistingFile);
   command->add_option("-p,--n-prompt", options->prompt_tokens, "Prompt tokens (prefill)")->check(CLI::Range(1, 1 << 20));
   command->add_option("-n,--n-gen", options->generated_tokens, "Generated tokens (decode)")->check(CLI::Range(1, 1 << 20));
-  command->add_option("--np,--parallel", options->sequences,
-                      "Sequences run together: the prompt prefilled in that many copies (one batch), then each "
-                      "decode step one token of every sequence")
-      ->check(CLI::Range(1, static_cast<int>(Model::kMaxSequences)));
-  command->add_option("-c,--ctx-size", options->context, "Context positions (0: the model's, at most 4096)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
-  add_threads_option(*command, options->threads);
-  add_isa_option(*command, options->isa);
-  command->add_option("--attn-tile", options->attention_tiles, "Prompt attention tile, QUERIESxKEYS");
-  command->add_option("--kv-type", options->kv_type, "KV cache element type: f32, f16, bf16");
-  command->add_flag("--prefetch", options->prefetch,
-                    "Map the next layer's weights while one computes, then the embedding table (as generate --prefetch): "
-                    "the decode table then times no page faults on embedding rows no token read before");
+  // --prefetch also keeps the decode table free of page faults on embedding rows no token read before.
+  add_run_options(*command, options->run,
+                  {RunFlag::threads, RunFlag::bind, RunFlag::cpuset, RunFlag::housekeeping, RunFlag::isa,
+                   RunFlag::placement, RunFlag::attn_tile, RunFlag::kv_type, RunFlag::context, RunFlag::sequences,
+                   RunFlag::prefetch, RunFlag::mlock});
   command->add_option("--hardware", options->hardware,
                       "Hardware profile (name in tuning/profiles or path) to take the roofs from instead of measuring");
   command->add_flag("!--no-counters", options->counters, "Do not read perf_event counters per region");

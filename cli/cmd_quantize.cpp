@@ -1,7 +1,10 @@
 // cpullm quantize: rewrite a model with its matrices in another format of the registry.
+#include <omp.h>
+
 #include <cstdio>
 
 #include "cli/commands.hpp"
+#include "cli/run_options.hpp"
 #include "engine/kernels/weight_formats.hpp"
 #include "engine/quant/quantize_model.hpp"
 #include "engine/quant/sparsify.hpp"
@@ -18,11 +21,11 @@ struct QuantizeCliOptions {
   std::optional<double> sparsity;  // --sparsity: fraction of each pruned row's weights dropped
   std::string sparsity_pattern;    // unstructured, block4x4 or N:M
   std::vector<std::string> keep;  // --keep, split at commas
-  int threads = 0;
+  RunConfig run;  // -t only: quantizing runs no model
 };
 
 void run_quantize(const QuantizeCliOptions& o) {
-  apply_threads(o.threads);
+  if (o.run.threads > 0) omp_set_num_threads(o.run.threads);
   QuantizeOptions options;
   if (o.type.empty() && !o.sparsity && o.sparsity_pattern.empty())
     fail("quantize: give --type, --sparsity or both");
@@ -57,7 +60,7 @@ void register_quantize(CLI::App& app) {
                    "Comma-separated tensors to leave at their source type: first, last (transformer block), "
                    "embeddings, output, or name globs such as 'blk.*.ffn_down.weight'")
       ->delimiter(',');
-  add_threads_option(*command, options->threads);
+  add_run_options(*command, options->run, {RunFlag::threads});
   command->callback([options] { run_quantize(*options); });
 }
 

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/run_options.hpp"
+#include "engine/run/machine_settings.hpp"
 #include "engine/kernels/isa.hpp"
 #include "engine/kernels/weight_formats.hpp"
 #include "engine/quant/quantize_model.hpp"
@@ -20,8 +22,7 @@ struct TopoOptions {
   std::string hardware;   // profile name or path
   std::string synthetic;  // hwloc synthetic description
   std::string xml;        // hwloc XML file
-  int threads = 0;
-  BindingOptions binding;
+  RunConfig run;  // -t, --bind, --cpuset, --housekeeping: planned here, not applied
   std::string numa = "first-touch";
   std::string model;      // GGUF file sizing the placement
   std::string shape = "llama-7b";
@@ -211,7 +212,7 @@ void run_topo(const TopoOptions& o) {
     r.topology = detect_topology();
   }
 
-  r.request = thread_request(o.binding, o.threads);
+  r.request = thread_request(o.run);
   r.threads = plan_threads(r.topology, r.request);
 
   std::vector<TensorSize> tensors;
@@ -241,8 +242,7 @@ void register_topo(CLI::App& app) {
                          ->check(CLI::ExistingFile);
   hardware->excludes(synthetic)->excludes(xml);
   synthetic->excludes(xml);
-  add_threads_option(*command, options->threads);
-  add_binding_options(*command, options->binding);
+  add_run_options(*command, options->run, {RunFlag::threads, RunFlag::bind, RunFlag::cpuset, RunFlag::housekeeping});
   command->add_option("--numa", options->numa, "Weight placement: first-touch, interleave, replicate, shard")
       ->check(CLI::IsMember({"first-touch", "interleave", "replicate", "shard"}));
   command->add_option("-m,--model", options->model, "GGUF file to size the placement from")->check(CLI::ExistingFile);

@@ -11,68 +11,10 @@
 
 #include "cli/commands.hpp"
 #include "cli/python_command.hpp"
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
-#include "engine/kernels/isa.hpp"
-#include "engine/kernels/matmul.hpp"
-#include "engine/runtime/topology.hpp"
 #include "engine/util/error.hpp"
 #include "engine/util/text.hpp"
 
 namespace cpullm::cli {
-
-void add_threads_option(CLI::App& command, int& threads) {
-  command.add_option("-t,--threads", threads, "Threads for the kernels (0: all cores)")->check(CLI::Range(0, 4096));
-}
-
-void apply_threads(int threads) {
-  if (threads > 0) omp_set_num_threads(threads);
-}
-
-void add_isa_option(CLI::App& command, std::string& isa) {
-  command.add_option("--isa", isa, "Kernel level: scalar, avx2 or avx512 (default: $CPULLM_ISA, else the best this CPU has)");
-}
-
-void apply_isa(const std::string& isa) {
-  if (!isa.empty()) force_isa(parse_isa(isa));
-}
-
-std::string apply_cache_sizes(const Topology& topology) {
-  CacheSizes sizes = cache_sizes();
-  std::vector<std::string> missing;
-  const auto take = [&](const char* name, int64_t& bytes) {
-    for (const CacheLevel& cache : topology.caches)
-      if (cache.name == name && cache.size_bytes > 0) {
-        bytes = static_cast<int64_t>(cache.size_bytes);
-        return;
-      }
-    missing.push_back(name);
-  };
-  take("L1d", sizes.l1d_bytes);
-  take("L2", sizes.l2_bytes);
-  set_cache_sizes(sizes);
-  return fmt::format("GEMM blocked for an L1d of {} KiB and an L2 of {} KiB per core ({}{})", sizes.l1d_bytes / 1024,
-                     sizes.l2_bytes / 1024, topology.source,
-                     missing.empty() ? "" : fmt::format("; {} from sysconf: not reported", fmt::join(missing, ", ")));
-}
-
-void add_binding_options(CLI::App& command, BindingOptions& binding) {
-  command.add_option("--bind", binding.bind, "Binding: none, compact, scatter (round-robin over packages), numa (threads kept on their node)")
-      ->check(CLI::IsMember({"none", "compact", "scatter", "numa"}));
-  command.add_option("--cpuset", binding.cpuset, "CPUs threads may use, isolcpus-style (e.g. 2-31)");
-  command.add_option("--housekeeping", binding.housekeeping, "Cores per NUMA node left to the OS (the lowest-numbered)")
-      ->check(CLI::Range(0, 4096));
-}
-
-ThreadRequest thread_request(const BindingOptions& binding, int threads) {
-  ThreadRequest request;
-  request.threads = threads;
-  request.policy = parse_bind_policy(binding.bind);
-  if (!binding.cpuset.empty()) request.cpuset = parse_cpu_list(binding.cpuset);
-  request.housekeeping = binding.housekeeping;
-  return request;
-}
 
 CLI::Option* add_seed_option(CLI::App& command, const std::string& flags, uint64_t& seed, const std::string& help) {
   // CLI11 reads an unsigned number with strtoull and no range check: "-1" and 2^64 would both

@@ -17,7 +17,7 @@ nlohmann::ordered_json value_or_null(bool defined, double value) {
 }
 
 // llama-bench's leading fields: the build, the host, the model and the configuration.
-Record leading_fields(const ModelFacts& model, const HostInfo& host, const BenchPoint& p, const MachineState& machine,
+Record leading_fields(const ModelFacts& model, const HostInfo& host, const BenchPoint& p, const RunReport& machine,
                       const std::string& test_time) {
   Record r;
   r["build_commit"] = build_git_commit();
@@ -38,7 +38,7 @@ Record leading_fields(const ModelFacts& model, const HostInfo& host, const Bench
 }
 
 // cpullm's dimensions of the point, after llama-bench's fields.
-void add_dimensions(Record& r, const BenchPoint& p, const MachineState& machine, const ModelFacts& model,
+void add_dimensions(Record& r, const BenchPoint& p, const RunReport& machine, const ModelFacts& model,
                     const std::string& test, const std::string& case_name) {
   r["test"] = test;
   r["case_name"] = case_name;
@@ -49,7 +49,8 @@ void add_dimensions(Record& r, const BenchPoint& p, const MachineState& machine,
   r["cpuset"] = p.cpuset;
   r["housekeeping"] = p.housekeeping;
   r["numa"] = p.numa;
-  r["placement"] = machine.placement;
+  r["placement"] = machine.placement;  // in effect: one NUMA node reduces every strategy to first-touch
+  r["placement_requested"] = p.placement;
   r["kv_type"] = p.kv_type;
   r["n_seq"] = p.n_seq;
   r["prefetch"] = p.prefetch;
@@ -121,7 +122,7 @@ Record point_record(const BenchPoint& p, const PointMeasurement& m, const HostIn
   return r;
 }
 
-Record load_record(const BenchPoint& p, const MachineState& machine, const ModelFacts& model, const LoadSettings& s,
+Record load_record(const BenchPoint& p, const RunReport& machine, const ModelFacts& model, const LoadSettings& s,
                    const LoadRun& run, const LoadBounds& bounds, const HostInfo& host) {
   const LoadLatencies latencies = load_latencies(run, s.n_gen);
   Record r = leading_fields(model, host, p, machine, utc_timestamp());
@@ -169,7 +170,7 @@ std::vector<MarkdownColumn> load_markdown_columns() {
 
 Record sharing_record(const BenchPoint& p, const SharingSettings& s, const SharingResult& result,
                       const ModelFacts& model, const HostInfo& host) {
-  MachineState machine;  // the processes' own: each applies the point's settings
+  RunReport machine;  // the processes' own: each applies the point's settings
   machine.threads = s.threads;
   Record r = leading_fields(model, host, p, machine, utc_timestamp());
   add_dimensions(r, p, machine, model, "multiproc", fmt::format("multiproc/p{}/t{}", s.processes, s.threads));

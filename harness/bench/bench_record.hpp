@@ -23,7 +23,7 @@ struct LoadBounds {
   double tpot_p99_ms = 0;
   bool given() const { return ttft_p99_ms > 0 || tpot_p99_ms > 0; }
 };
-Record load_record(const BenchPoint& point, const MachineState& machine, const ModelFacts& model,
+Record load_record(const BenchPoint& point, const RunReport& machine, const ModelFacts& model,
                    const LoadSettings& settings, const LoadRun& run, const LoadBounds& bounds, const HostInfo& host);
 bool load_meets_bounds(const Record& load, const LoadBounds& bounds);
 std::vector<MarkdownColumn> load_markdown_columns();

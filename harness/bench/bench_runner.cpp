@@ -16,8 +16,6 @@
 #include "engine/kernels/isa.hpp"
 #include "engine/model/model.hpp"
 #include "harness/results/results_db.hpp"
-#include "engine/runtime/bind_threads.hpp"
-#include "engine/runtime/placement.hpp"
 #include "engine/sampling/sampler.hpp"
 #include "engine/util/error.hpp"
 #include "engine/util/process_memory.hpp"
@@ -37,45 +35,21 @@ bool reset_peak_resident() {
   return std::fclose(f) == 0 && ok;
 }
 
-MachineState apply_machine_settings(const BenchPoint& point) {
-  MachineState m;
-  if (point.threads > 0) omp_set_num_threads(point.threads);
-  force_isa(point.isa.empty() ? best_isa() : parse_isa(point.isa));
-  m.isa = std::string(isa_name(active_isa()));
-
-  const Topology topology = detect_topology();
-  ThreadRequest request;
-  request.threads = point.threads;
-  request.policy = parse_bind_policy(point.binding);
-  if (!point.cpuset.empty()) request.cpuset = parse_cpu_list(point.cpuset);
-  request.housekeeping = point.housekeeping;
-  const ThreadPlan plan = plan_threads(topology, request);
-  apply_thread_plan(topology, plan);
-  m.binding = std::string(bind_policy_name(plan.policy));
-  m.notes.insert(m.notes.end(), plan.notes.begin(), plan.notes.end());
-  m.threads = static_cast<int>(plan.threads.size());
-
-  // The engine places weights by first touch only; other strategies are planned (cpullm topo)
-  // but not applied yet. On one NUMA node every strategy is first touch, which is honest to run.
-  const PlacementPlan placement =
-      plan_placement(topology, plan, parse_numa_strategy(point.placement), gguf_tensor_sizes(point.model));
-  m.placement = std::string(numa_strategy_name(placement.strategy));
-  m.notes.insert(m.notes.end(), placement.notes.begin(), placement.notes.end());
-  if (placement.strategy != NumaStrategy::first_touch)
-    fail("--placement {}: the engine does not apply NUMA placements other than first-touch yet (see cpullm topo)",
-         point.placement);
-  return m;
-}
-
-std::unique_ptr<Model> load_model(const BenchPoint& point) {
-  ModelOptions options;
-  options.context = std::max<int64_t>(1, point.n_prompt + point.n_gen);
-  options.sequences = point.n_seq;
-  options.kv_type = parse_kv_type(point.kv_type);
-  options.prefetch = point.prefetch;
-  auto model = std::make_unique<Model>(point.model, options);
-  model->set_attention_tiles(parse_attention_tiles(point.attn_tile));
-  return model;
+RunConfig run_config(const BenchPoint& point) {
+  RunConfig run;
+  run.model = point.model;
+  run.threads = point.threads;
+  run.bind = point.binding;
+  run.cpuset = point.cpuset;
+  run.housekeeping = point.housekeeping;
+  run.isa = point.isa;
+  run.placement = point.placement;
+  run.attn_tile = point.attn_tile;
+  run.kv_type = point.kv_type;
+  run.context = std::max<int64_t>(1, point.n_prompt + point.n_gen);
+  run.sequences = point.n_seq;
+  run.prefetch = point.prefetch;
+  return run;
 }
 
 namespace {
@@ -92,42 +66,40 @@ struct RepetitionTimes {
 // each sequence's next token as a generator would, argmax of its logits in the sampling region,
 // and feeds it to the next step; the timed repetitions feed random tokens, as llama-bench does.
 // `between_steps`, where given, runs after each decode step, outside every step's time.
-RepetitionTimes run_repetition(Model& model, const BenchPoint& point, std::mt19937& rng, Clock::time_point start,
+RepetitionTimes run_repetition(Session& session, const BenchPoint& point, std::mt19937& rng, Clock::time_point start,
                                bool greedy = false, const std::function<void()>& between_steps = {}) {
-  const int64_t vocab = model.config().vocab_size;
+  const int64_t vocab = session.model().config().vocab_size;
   std::uniform_int_distribution<int32_t> random_token(0, static_cast<int32_t>(vocab) - 1);
   std::vector<BatchToken> prompt;
   for (int32_t s = 0; s < point.n_seq; ++s)
     for (int64_t pos = 0; pos < point.n_prompt; ++pos)
       prompt.push_back({random_token(rng), s, pos, pos == point.n_prompt - 1});
-  for (std::size_t first = 0; first < prompt.size(); first += static_cast<std::size_t>(point.n_batch))
-    model.forward(std::span(prompt).subspan(first, std::min<std::size_t>(point.n_batch, prompt.size() - first)));
+  session.prefill(prompt, point.n_batch);
 
   RepetitionTimes times;
   Clock::time_point last = Clock::now();
   if (point.n_prompt > 0) times.ttft_ms = ms_between(start, last);
-  std::vector<BatchToken> step(static_cast<std::size_t>(point.n_seq));
-  std::vector<int32_t> chosen(static_cast<std::size_t>(point.n_seq));  // greedy: each sequence's next token
-  for (int64_t i = 0; i < point.n_gen; ++i) {
-    for (int32_t s = 0; s < point.n_seq; ++s)
-      step[s] = {greedy && i > 0 ? chosen[s] : random_token(rng), s, point.n_prompt + i, true};
-    const std::span<const float> logits = model.forward(step);
-    if (greedy)
-      for (int32_t s = 0; s < point.n_seq; ++s) {
-        ScopedRegion region(Region::sampling, sampling_cost(vocab, true));
-        chosen[s] = argmax(logits.subspan(static_cast<std::size_t>(s * vocab), static_cast<std::size_t>(vocab)));
-      }
+  DecodeLoop loop;
+  loop.steps = point.n_gen;
+  loop.first_position = point.n_prompt;
+  loop.choose = [&](int64_t, int32_t, std::span<const float> logits) {
+    if (!greedy || logits.empty()) return random_token(rng);
+    ScopedRegion region(Region::sampling, sampling_cost(vocab, true));
+    return argmax(logits);
+  };
+  loop.ran = [&](int64_t step) {
     if (point.inject_delay_ms > 0)
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(point.inject_delay_ms));
     const Clock::time_point now = Clock::now();
-    if (i == 0 && point.n_prompt == 0) times.ttft_ms = ms_between(start, now);
+    if (step == 0 && point.n_prompt == 0) times.ttft_ms = ms_between(start, now);
     else times.itl_ms.push_back(ms_between(last, now));
     last = now;
     if (between_steps) {
       between_steps();
       last = Clock::now();
     }
-  }
+  };
+  session.decode(loop);
   times.total_ms = ms_between(start, last);
   return times;
 }
@@ -147,17 +119,17 @@ const Roofs& roofs_for(PointRequest& request, Isa isa) {
 
 // One more repetition with the regions on and the counters the kernel offers attached; its
 // time is kept apart from the samples.
-PointProfile profile_repetition(Model& model, const BenchPoint& point, PointRequest& request) {
+PointProfile profile_repetition(Session& session, const BenchPoint& point, PointRequest& request) {
   PointProfile profile;
   profile.roofs = roofs_for(request, active_isa());
-  PerfCounters counters;  // opened on the point's threads, which apply_machine_settings fixed
+  PerfCounters counters;  // opened on the point's threads, which the session fixed
   profile.unavailable = counters.unavailable();
   attach_region_counters(&counters);  // also resets the totals: the table is this repetition's alone
   enable_regions(true);
   std::mt19937 rng(static_cast<uint32_t>(point.repetitions + 1));
   BenchPoint plain = point;
   plain.inject_delay_ms = 0;  // a sleep between steps is in no region; it only lengthens the run
-  profile.seconds = run_repetition(model, plain, rng, Clock::now(), true).total_ms / 1e3;
+  profile.seconds = run_repetition(session, plain, rng, Clock::now(), true).total_ms / 1e3;
   enable_regions(false);
   profile.regions = region_snapshot();
   attach_region_counters(nullptr);
@@ -168,7 +140,7 @@ PointProfile profile_repetition(Model& model, const BenchPoint& point, PointRequ
 // point's threads. The buffer is as large as a step's weights, so each pair reads about the
 // same bytes, but at least 512 MiB and at most 1 GiB: on a shared host a few hundred MiB of
 // cache outside the guest can serve a vCPU above memory speed (docs/tuning.md, "The decode rate").
-RoofPairs paired_repetition(Model& model, const BenchPoint& point, const ModelFacts& facts) {
+RoofPairs paired_repetition(Session& session, const BenchPoint& point, const ModelFacts& facts) {
   RoofPairs pairs;
   pairs.step_bytes = facts.decode_step_bytes + static_cast<uint64_t>(point.n_seq - 1) * facts.embedding_row_bytes;
   const ReadBuffer buffer(std::clamp<int64_t>(static_cast<int64_t>(pairs.step_bytes), int64_t{512} << 20, int64_t{1} << 30));
@@ -177,7 +149,7 @@ RoofPairs paired_repetition(Model& model, const BenchPoint& point, const ModelFa
   BenchPoint plain = point;
   plain.inject_delay_ms = 0;  // the pairs compare the engine's steps, not a sleep
   std::mt19937 rng(static_cast<uint32_t>(point.repetitions + 2));
-  pairs.step_ms = run_repetition(model, plain, rng, Clock::now(), false,
+  pairs.step_ms = run_repetition(session, plain, rng, Clock::now(), false,
                                  [&] { read_ms.push_back(buffer.read_seconds() * 1e3); }).itl_ms;
   // The steps itl_ms counts (in a tg test not the first token's), each with the read after it.
   pairs.read_ms.assign(read_ms.end() - static_cast<std::ptrdiff_t>(pairs.step_ms.size()), read_ms.end());
@@ -189,19 +161,20 @@ RoofPairs paired_repetition(Model& model, const BenchPoint& point, const ModelFa
 PointMeasurement run_point(const BenchPoint& point, PointRequest& request) {
   PointMeasurement m;
   m.test_time = utc_timestamp();
-  m.machine = apply_machine_settings(point);
+  // The session applies the point as generate would apply the same flags: threads, binding,
+  // kernels, cache blocking, placement (weights copied where it is not first-touch), the model.
+  Session session(run_config(point));
+  m.machine = session.report();
   if (!reset_peak_resident()) m.machine.notes.push_back("cannot reset VmHWM (/proc/self/clear_refs): peak memory is process-wide");
   const EnergyMeter energy;
   m.energy_unavailable = energy.reason();
 
-  std::unique_ptr<Model> model;
-  if (!point.cold) {  // warm: load once, one untimed run faults every weight in
-    model = load_model(point);
+  if (!point.cold) {  // warm: one untimed run faults every weight in
     BenchPoint warmup = point;
     warmup.n_gen = std::min<int64_t>(point.n_gen, 1);
     warmup.inject_delay_ms = 0;
     std::mt19937 rng(0);
-    run_repetition(*model, warmup, rng, Clock::now());
+    run_repetition(session, warmup, rng, Clock::now());
   }
   const double tokens = static_cast<double>(point.n_seq) * (point.n_prompt + point.n_gen);
   for (int r = 0; r < point.repetitions; ++r) {
@@ -209,16 +182,16 @@ PointMeasurement run_point(const BenchPoint& point, PointRequest& request) {
     const std::vector<uint64_t> energy_before = energy.read();
     Clock::time_point start = Clock::now();
     if (point.cold) {
-      model.reset();  // unmapped: the kernel drops no page a process still maps
+      session.unload();  // unmapped: the kernel drops no page a process still maps
       const double left = drop_from_page_cache(point.model);
       if (left > 0.05)
         m.machine.notes.push_back(fmt::format("--cold: {:.0f}% of {} stayed in the page cache after posix_fadvise(DONTNEED) "
                                       "(another process maps it?): this repetition is not fully cold",
                                       left * 100, point.model));
       start = Clock::now();
-      model = load_model(point);
+      session.load();
     }
-    const RepetitionTimes times = run_repetition(*model, point, rng, start);
+    const RepetitionTimes times = run_repetition(session, point, rng, start);
     if (energy.available()) {
       const EnergyUse use = energy.between(energy_before, energy.read());
       m.energy_j.push_back(use.package_j + use.dram_j);
@@ -228,12 +201,12 @@ PointMeasurement run_point(const BenchPoint& point, PointRequest& request) {
     m.ttft_ms.push_back(times.ttft_ms);
     m.itl_ms.insert(m.itl_ms.end(), times.itl_ms.begin(), times.itl_ms.end());
   }
-  m.model = describe_model(model->file());  // -r >= 1: the model is loaded by now
+  m.model = describe_model(session.model().file());
   m.peak_rss_bytes = peak_resident_bytes();
-  m.huge_page_bytes = model->file().mapping().huge_page_bytes();
-  if (request.profile) m.profile = profile_repetition(*model, point, request);
+  m.huge_page_bytes = session.model().file().mapping().huge_page_bytes();
+  if (request.profile) m.profile = profile_repetition(session, point, request);
   const bool has_later_steps = point.n_gen >= (point.n_prompt > 0 ? 1 : 2);  // what itl_ms counts
-  if (request.roof_pairs && has_later_steps) m.roof_pairs = paired_repetition(*model, point, m.model);
+  if (request.roof_pairs && has_later_steps) m.roof_pairs = paired_repetition(session, point, m.model);
   else if (request.roof_pairs)
     m.machine.notes.push_back("--roof-pairs: a test with no decode step after the first token's has nothing to pair");
   return m;

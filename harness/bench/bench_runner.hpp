@@ -17,24 +17,13 @@
 #include "engine/instrument/counters.hpp"
 #include "engine/instrument/regions.hpp"
 #include "engine/instrument/roofs.hpp"
-#include "engine/model/model.hpp"
+#include "engine/run/session.hpp"
 
 namespace cpullm {
 
-// What a point ran on, after the machine reduced what it cannot do.
-struct MachineState {
-  std::string isa;                 // the kernel level that ran
-  int threads = 0;                 // OpenMP threads that ran
-  std::string binding;             // the binding policy applied (reduced where the machine offers less)
-  std::string placement;           // the NUMA strategy in effect
-  std::vector<std::string> notes;  // reductions and what could not be done as asked, in sentences
-};
-
-// Threads, kernel level, binding and placement of the point, applied to this process.
-MachineState apply_machine_settings(const BenchPoint& point);
-
-// The point's model with its sequences, context n_prompt + n_gen, KV type, prefetch and tile.
-std::unique_ptr<Model> load_model(const BenchPoint& point);
+// The point as a run: its model, threads, binding, kernels, placement, sequences, context
+// n_prompt + n_gen, KV type, prefetch and tile, which a Session applies as generate's would.
+RunConfig run_config(const BenchPoint& point);
 
 // Linux resets VmHWM to the current RSS when "5" is written to clear_refs (since 4.0); false
 // where it cannot, and peak memory is then the process's since it started.
@@ -71,7 +60,7 @@ struct PointRequest {
 struct PointMeasurement {
   ModelFacts model;
   std::string test_time;           // ISO 8601 UTC when the point started
-  MachineState machine;            // its notes gain what the measurement could not do as asked
+  RunReport machine;               // what the session applied; its notes gain what the measurement could not do as asked
   std::vector<double> samples_ns;  // (repetitions) wall time of each repetition
   std::vector<double> samples_ts;  // (repetitions) tokens (all sequences, prompt + generated) per second
   std::vector<double> ttft_ms;     // (repetitions) start to the first generated token's logits

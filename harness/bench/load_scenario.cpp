@@ -29,7 +29,8 @@ std::vector<double> poisson_arrivals(const LoadSettings& s, std::mt19937_64& rng
 
 }  // namespace
 
-LoadRun run_load(Model& model, const LoadSettings& s) {
+LoadRun run_load(Session& session, const LoadSettings& s) {
+  const Model& model = session.model();
   if (s.rate <= 0 || s.requests < 1 || s.n_prompt < 1 || s.n_gen < 1 || s.n_batch < 1)
     fail("load: needs a rate > 0, requests >= 1, prompt and generated tokens >= 1 and n_batch >= 1");
   if (model.context() < s.n_prompt + s.n_gen)
@@ -81,7 +82,7 @@ LoadRun run_load(Model& model, const LoadSettings& s) {
       room -= prompt_taken[i];
     }
     if (batch.empty()) fail("load: n_batch {} leaves no room for a prompt token", s.n_batch);
-    model.forward(batch);
+    session.forward(batch);
     const double now = elapsed_ms();
     ++run.forward_calls;
     run.max_batch_tokens = std::max<int64_t>(run.max_batch_tokens, static_cast<int64_t>(batch.size()));

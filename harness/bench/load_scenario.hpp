@@ -9,7 +9,7 @@
 #include <functional>
 #include <vector>
 
-#include "engine/model/model.hpp"
+#include "engine/run/session.hpp"
 
 namespace cpullm {
 
@@ -36,9 +36,9 @@ struct LoadRun {
   int64_t max_batch_tokens = 0;       // the largest forward call
 };
 
-// Runs the scenario on `model`, whose sequences are the slots. The model's context must hold
-// n_prompt + n_gen positions.
-LoadRun run_load(Model& model, const LoadSettings& settings);
+// Runs the scenario on the session's model, whose sequences are the slots: every forward call
+// goes through the session. The model's context must hold n_prompt + n_gen positions.
+LoadRun run_load(Session& session, const LoadSettings& settings);
 
 // Per-request latencies of a run (ms): time to first token, time per output token after the
 // first ((finish - first token) / (n_gen - 1); none when n_gen is 1), end to end.

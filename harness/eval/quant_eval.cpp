@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <memory>
 
-#include "engine/model/model.hpp"
+#include "engine/run/session.hpp"
 #include "engine/quant/quantize_model.hpp"
 #include "engine/quant/sparsify.hpp"
 #include "engine/tokenizer/tokenizer.hpp"
@@ -26,7 +26,7 @@ void log_softmax(std::span<const float> logits, std::vector<double>& out) {
 
 struct Candidate {
   QuantEvalResult result;
-  std::unique_ptr<Model> model;
+  std::unique_ptr<Session> session;
   double nll_sum = 0, kl_sum = 0;
   int64_t agreements = 0;
 };
@@ -51,18 +51,25 @@ std::vector<QuantEvalResult> evaluate_quantization(const std::string& model_path
   std::filesystem::create_directories(options.work_dir);
 
   // The source and one quantized copy per format, each with a context of one window.
+  const auto session_for = [&](const std::string& path) {
+    RunConfig run = options.run;
+    run.model = path;
+    run.context = options.window;
+    run.sequences = 1;
+    return std::make_unique<Session>(run);
+  };
   std::vector<Candidate> candidates;
-  candidates.push_back({{"source", std::filesystem::file_size(model_path)}, std::make_unique<Model>(model_path, options.window)});
+  candidates.push_back({{"source", std::filesystem::file_size(model_path)}, session_for(model_path)});
   for (const std::string& format : options.formats) {
     QuantizeOptions quantize = quantize_options_for(format);
     quantize.keep = options.keep;
     quantize.progress = false;
     const std::string path = (std::filesystem::path(options.work_dir) / (format + ".gguf")).string();
     quantize_model(model_path, path, quantize);
-    candidates.push_back({{format, std::filesystem::file_size(path)}, std::make_unique<Model>(path, options.window)});
+    candidates.push_back({{format, std::filesystem::file_size(path)}, session_for(path)});
   }
 
-  const Tokenizer tokenizer = Tokenizer::from_gguf(candidates.front().model->file());
+  const Tokenizer tokenizer = Tokenizer::from_gguf(candidates.front().session->model().file());
   const std::vector<int32_t> text_tokens = tokenizer.encode(text, false);
   if (text_tokens.size() < 2) fail("eval-quant: the text gives {} tokens; at least 2 are needed", text_tokens.size());
 
@@ -78,18 +85,28 @@ std::vector<QuantEvalResult> evaluate_quantization(const std::string& model_path
     window_source.resize(positions);
     for (Candidate& c : candidates) {
       const bool source = &c == &candidates.front();
-      for (int64_t pos = 0; pos < positions; ++pos) {
-        log_softmax(c.model->forward(window[pos], pos), source ? window_source[pos] : log_probs);
+      // Token by token through the decode loop, each step fed the text's token (teacher
+      // forcing): step p + 1 scores the logits of position p against the window's token p + 1.
+      DecodeLoop loop;
+      loop.steps = positions + 1;
+      loop.run_last = false;  // the last step only scores
+      loop.choose = [&](int64_t step, int32_t, std::span<const float> logits) {
+        if (step == 0) return window[0];
+        const int64_t pos = step - 1;
+        log_softmax(logits, source ? window_source[pos] : log_probs);
         const std::vector<double>& lp = source ? window_source[pos] : log_probs;
         c.nll_sum -= lp[window[pos + 1]];
-        if (source) continue;
-        const std::vector<double>& reference = window_source[pos];
-        double kl = 0;
-        for (std::size_t i = 0; i < lp.size(); ++i) kl += std::exp(reference[i]) * (reference[i] - lp[i]);
-        c.kl_sum += kl;
-        c.agreements += std::max_element(lp.begin(), lp.end()) - lp.begin() ==
-                        std::max_element(reference.begin(), reference.end()) - reference.begin();
-      }
+        if (!source) {
+          const std::vector<double>& reference = window_source[pos];
+          double kl = 0;
+          for (std::size_t i = 0; i < lp.size(); ++i) kl += std::exp(reference[i]) * (reference[i] - lp[i]);
+          c.kl_sum += kl;
+          c.agreements += std::max_element(lp.begin(), lp.end()) - lp.begin() ==
+                          std::max_element(reference.begin(), reference.end()) - reference.begin();
+        }
+        return window[pos + 1];
+      };
+      c.session->decode(loop);
       c.result.positions += positions;
     }
   }
@@ -100,6 +117,7 @@ std::vector<QuantEvalResult> evaluate_quantization(const std::string& model_path
     c.result.perplexity = std::exp(c.nll_sum / n);
     c.result.mean_kl = c.kl_sum / n;
     c.result.top1_agreement = &c == &candidates.front() ? 1.0 : c.agreements / n;
+    c.result.run = c.session->describe();
     results.push_back(c.result);
   }
   return results;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/quant/quantize_model.hpp"
+#include "engine/run/run_config.hpp"
 
 namespace cpullm {
 
@@ -16,6 +17,7 @@ struct QuantEvalOptions {
   std::vector<std::string> keep;     // quantize --keep list, applied to every format
   int64_t window = 256;              // tokens per window (BOS + text); each window starts a fresh context
   std::string work_dir;              // where the quantized copies are written
+  RunConfig run;                     // how each model runs (threads, kernels, ...); its model and context are set per model
 };
 
 struct QuantEvalResult {
@@ -25,6 +27,7 @@ struct QuantEvalResult {
   double perplexity = 0;       // exp(mean negative log-likelihood of the text's next token)
   double mean_kl = 0;          // mean KL(source || this), nats; 0 for the source
   double top1_agreement = 1;   // fraction of positions whose argmax is the source's
+  std::string run;             // how it ran, as applied (Session::describe)
 };
 
 // What a format name asks `quantize` for: a --type name (a registry name: q8_0, q4_0, ...),
