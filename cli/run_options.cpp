@@ -1,4 +1,5 @@
 #include "cli/run_options.hpp"
+#include "cli/commands.hpp"
 
 #include "engine/model/model.hpp"
 
