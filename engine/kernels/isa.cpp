@@ -1,5 +1,7 @@
 #include "engine/kernels/isa.hpp"
 
+#include <cpuid.h>
+
 #include <cstdlib>
 #include <optional>
 
@@ -11,6 +13,12 @@ namespace {
 std::optional<Isa>& forced() {
   static std::optional<Isa> isa;
   return isa;
+}
+
+// F16C from CPUID leaf 1 (ECX bit 29): clang before 15 does not know "f16c" in __builtin_cpu_supports.
+bool has_f16c() {
+  unsigned eax, ebx, ecx, edx;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
 }
 
 }  // namespace
@@ -35,7 +43,7 @@ bool cpu_supports(Isa isa) {
   switch (isa) {
     case Isa::Scalar: return true;
     case Isa::Avx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     case Isa::Avx512:
       return cpu_supports(Isa::Avx2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");

@@ -22,6 +22,21 @@ std::size_t utf8_length(unsigned char lead) {
   return 1;
 }
 
+// Whether `byte` may follow `lead` as the next byte of a UTF-8 sequence (RFC 3629): a
+// continuation byte, in the narrower range four leads allow, which keeps out overlong forms
+// (E0, F0), UTF-16 surrogates (ED) and code points past U+10FFFF (F4).
+bool continues(unsigned char lead, std::size_t position, unsigned char byte) {
+  if ((byte & 0xc0) != 0x80) return false;
+  if (position != 1) return true;
+  switch (lead) {
+    case 0xe0: return byte >= 0xa0;
+    case 0xed: return byte <= 0x9f;
+    case 0xf0: return byte >= 0x90;
+    case 0xf4: return byte <= 0x8f;
+    default: return true;
+  }
+}
+
 // A symbol is a run of bytes of the text, linked to its neighbours; merging joins two.
 struct Symbol {
   int prev, next;
@@ -191,7 +206,8 @@ std::string TextDecoder::take_valid(bool final) {
       continue;
     }
     std::size_t have = 1;
-    while (have < length && i + have < pending_.size() && (static_cast<unsigned char>(pending_[i + have]) & 0xc0) == 0x80)
+    while (have < length && i + have < pending_.size() &&
+           continues(lead, have, static_cast<unsigned char>(pending_[i + have])))
       ++have;
     if (have == length) {
       out.append(pending_, i, length);

@@ -45,12 +45,13 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
       if (last < first) fail("{}: range '{}' goes downwards", flag, item);
       if (kind == '+' ? step < 1 : (step < 2 || first < 1))
         fail("{}: range '{}' never advances (a step must be >= 1, a factor >= 2 from a first value >= 1)", flag, item);
-      for (int64_t v = first; v <= last; v = kind == '+' ? v + step : v * step) {
+      for (int64_t v = first; v <= last && values.size() <= kMaxListValues; v = kind == '+' ? v + step : v * step) {
         values.push_back(v);
-        if (v > max) break;  // the range check below reports it; stops an overflowing loop
+        if (v > max) break;  // the range check below reports it; stops an overflowing loop (as the count does a long one)
       }
     }
   }
+  if (values.size() > kMaxListValues) fail("{}: '{}' gives more than {} values", flag, text, kMaxListValues);
   for (int64_t v : values)
     if (v < min || v > max) fail("{}: {} is outside {}..{}", flag, v, min, max);
   return values;

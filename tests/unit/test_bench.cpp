@@ -51,6 +51,16 @@ TEST(BenchLists, BadListsNameTheFlag) {
   EXPECT_THROW(parse_prompt_gen_pair("0,128"), Error);
 }
 
+// Found by fuzz/value_lists.cpp: 200 ranges of a million values each took a 1 GiB allocation
+// (and a bench of 200 million tests). A list stops at kMaxListValues, before it is built.
+TEST(BenchLists, LongListsAreRefusedBeforeTheyAreBuilt) {
+  std::string ranges = "0-1048576";
+  for (int i = 0; i < 199; ++i) ranges += ",0-1048576";
+  EXPECT_THROW(parse_int_list(ranges, "-p", 0, 1 << 20), Error);
+  EXPECT_THROW(parse_int_list("1-10001", "-p", 0, 1 << 20), Error);
+  EXPECT_EQ(parse_int_list("1-10000", "-p", 0, 1 << 20).size(), kMaxListValues);
+}
+
 TEST(BenchStatistics, MeanStddevPercentiles) {
   const std::vector<double> v = {1, 2, 3, 4};
   EXPECT_DOUBLE_EQ(mean(v), 2.5);

@@ -109,6 +109,33 @@ TEST_F(SyntheticTokenizer, DecoderHoldsSplitCharactersAndReplacesInvalidBytes) {
   EXPECT_EQ(decoder.finish(), "\xef\xbf\xbd");  // an unfinished character at the end
 }
 
+// Found by fuzz/tokenizer.cpp: byte tokens that spell a UTF-16 surrogate (ED A0 80), an overlong
+// form (E0 80 80, C0 AF) or a code point past U+10FFFF (F4 90 80 80) came out as they were,
+// which is not UTF-8 (JSON writers refuse it). Each byte must become U+FFFD instead.
+TEST_F(SyntheticTokenizer, DecoderReplacesSurrogatesOverlongFormsAndCodePointsPastTheLast) {
+  const std::string replacement = "\xef\xbf\xbd";
+  for (std::string bytes : {"\xed\xa0\x80", "\xe0\x80\x80", "\xc0\xaf", "\xf4\x90\x80\x80"}) {
+    std::vector<int32_t> tokens = tokenizer_->encode(bytes, false);
+    tokens.erase(tokens.begin());  // the space SentencePiece puts first
+    ASSERT_EQ(tokens.size(), bytes.size()) << "one byte token per byte";
+    TextDecoder decoder(*tokenizer_);
+    std::string text;
+    for (int32_t token : tokens) text += decoder.push(-1, token);
+    text += decoder.finish();
+    std::string expected;
+    for (std::size_t i = 0; i < bytes.size(); ++i) expected += replacement;
+    EXPECT_EQ(text, expected);
+  }
+  // The nearest valid neighbours still pass: U+D7FF, U+0800, U+10FFFF.
+  for (std::string text : {"\xed\x9f\xbf", "\xe0\xa0\x80", "\xf4\x8f\xbf\xbf"}) {
+    std::vector<int32_t> tokens = tokenizer_->encode(text, false);
+    TextDecoder decoder(*tokenizer_);
+    std::string decoded;
+    for (std::size_t i = 1; i < tokens.size(); ++i) decoded += decoder.push(tokens[i - 1], tokens[i]);
+    EXPECT_EQ(decoded + decoder.finish(), text);
+  }
+}
+
 TEST_F(SyntheticTokenizer, LeadingSpaceAfterBosIsDropped) {
   std::vector<int32_t> tokens = tokenizer_->encode("the ball", true);
   TextDecoder decoder(*tokenizer_);
