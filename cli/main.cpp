@@ -35,7 +35,7 @@ CLI::Option* add_seed_option(CLI::App& command, const std::string& flags, uint64
 // One line, whatever the message holds (CLI11's can span several), and the file's bytes as they
 // can be shown: the README's rule for every error.
 int print_error(const std::string& message) {
-  std::string line = printable(message);
+  std::string line = printable(message, false);
   std::fprintf(stderr, "cpullm: error: %s\n", line.c_str());
   return 1;
 }

@@ -45,7 +45,7 @@ std::string valid_utf8(std::string_view text) {
   return out;
 }
 
-std::string printable(std::string_view text) {
+std::string printable(std::string_view text, bool double_backslashes) {
   const std::string valid = valid_utf8(text);
   std::string out;
   out.reserve(valid.size());
@@ -53,7 +53,7 @@ std::string printable(std::string_view text) {
     const auto c = static_cast<uint8_t>(valid[i]);
     // C1 controls are U+0080..U+009F, encoded C2 80..C2 9F.
     const bool c1 = c == 0xC2 && i + 1 < valid.size() && static_cast<uint8_t>(valid[i + 1]) <= 0x9F;
-    if (c == '\\') out += "\\\\";
+    if (c == '\\' && double_backslashes) out += "\\\\";
     else if (c == '\n') out += "\\n";
     else if (c == '\t') out += "\\t";
     else if (c == '\r') out += "\\r";

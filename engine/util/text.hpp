@@ -12,7 +12,9 @@ namespace cpullm {
 std::string valid_utf8(std::string_view text);
 
 // valid_utf8(text) with control characters (C0, DEL, C1) written as \n, \t, \r or \xNN, so a
-// printed string cannot move the cursor or send terminal escape sequences; backslashes doubled.
-std::string printable(std::string_view text);
+// printed string cannot move the cursor or send terminal escape sequences. Backslashes are
+// doubled too, so the escapes are unambiguous, except with `double_backslashes` false: error
+// messages, whose readers (the config file's, for one) already wrote a NUL as \x00.
+std::string printable(std::string_view text, bool double_backslashes = true);
 
 }  // namespace cpullm

@@ -33,5 +33,10 @@ TEST(Printable, EscapesControlCharactersAndKeepsTheRest) {
   EXPECT_EQ(printable("bad\xFF"), "bad" + kFffd);
 }
 
+TEST(Printable, ErrorMessagesKeepTheirReadersEscapes) {
+  // A config key with a NUL reaches the error line as \x00, written once, not \\x00.
+  EXPECT_EQ(printable("'th\\x00reads'\x1b", false), "'th\\x00reads'\\x1b");
+}
+
 }  // namespace
 }  // namespace cpullm
