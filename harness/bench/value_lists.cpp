@@ -45,9 +45,13 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
       if (last < first) fail("{}: range '{}' goes downwards", flag, item);
       if (kind == '+' ? step < 1 : (step < 2 || first < 1))
         fail("{}: range '{}' never advances (a step must be >= 1, a factor >= 2 from a first value >= 1)", flag, item);
-      for (int64_t v = first; v <= last && values.size() <= kMaxListValues; v = kind == '+' ? v + step : v * step) {
+      for (int64_t v = first; values.size() <= kMaxListValues;) {
         values.push_back(v);
-        if (v > max) break;  // the range check below reports it; stops an overflowing loop (as the count does a long one)
+        if (v > max) break;  // the range check below reports it (as the count does a long range)
+        int64_t next = 0;  // checked: a step or factor near 2^63 overflows int64
+        const bool overflow = kind == '+' ? __builtin_add_overflow(v, step, &next) : __builtin_mul_overflow(v, step, &next);
+        if (overflow || next > last) break;
+        v = next;
       }
     }
   }

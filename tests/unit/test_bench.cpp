@@ -61,6 +61,14 @@ TEST(BenchLists, LongListsAreRefusedBeforeTheyAreBuilt) {
   EXPECT_EQ(parse_int_list("1-10000", "-p", 0, 1 << 20).size(), kMaxListValues);
 }
 
+// Found by fuzz/value_lists.cpp: a step or factor near 2^63 overflowed int64 while computing the
+// value after the last one.
+TEST(BenchLists, HugeStepsStopWithoutOverflow) {
+  EXPECT_EQ(parse_int_list("1-9223372036854775807+9223372036854775807", "-p", 0, 1 << 20), (std::vector<int64_t>{1}));
+  EXPECT_EQ(parse_int_list("3-9223372036854775807*9223372036854775807", "-p", 0, 1 << 20), (std::vector<int64_t>{3}));
+  EXPECT_THROW(parse_int_list("-9223372036854775807-9223372036854775807+9223372036854775807", "-p", -1, 1), Error);
+}
+
 TEST(BenchStatistics, MeanStddevPercentiles) {
   const std::vector<double> v = {1, 2, 3, 4};
   EXPECT_DOUBLE_EQ(mean(v), 2.5);
