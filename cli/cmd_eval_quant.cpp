@@ -1,9 +1,7 @@
 // cpullm eval-quant: what each weight format costs in accuracy against the source model.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "cli/commands.hpp"
 #include "engine/kernels/weight_formats.hpp"
@@ -11,10 +9,14 @@
 #include "cli/run_options.hpp"
 #include "harness/eval/quant_eval.hpp"
 #include "engine/util/error.hpp"
+#include "engine/util/input_file.hpp"
 #include "engine/util/output_file.hpp"
 
 namespace cpullm::cli {
 namespace {
+
+// Perplexity over a few megabytes of text already takes hours on a 7B model; more is a mistake.
+constexpr std::uintmax_t kMaxEvalTextBytes = 64u << 20;
 
 struct EvalQuantCliOptions {
   std::string model_path;
@@ -27,16 +29,8 @@ struct EvalQuantCliOptions {
   RunConfig run;  // every model's run settings; the model and context are each candidate's
 };
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail_file(path, "cannot open the evaluation text");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 void run_eval_quant(const EvalQuantCliOptions& o) {
-  const std::string text = o.text_path.empty() ? std::string(default_eval_text()) : read_text(o.text_path);
+  const std::string text = o.text_path.empty() ? std::string(default_eval_text()) : read_input_file(o.text_path, "the evaluation text", kMaxEvalTextBytes);
   QuantEvalOptions options{o.formats, o.keep, o.window, o.files_dir, o.run};
   const bool temporary = options.work_dir.empty();
   if (temporary) options.work_dir = make_private_temporary_folder("cpullm-eval-");

@@ -1,13 +1,12 @@
 #include "cli/config_file.hpp"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <fmt/ranges.h>
 #include <toml++/toml.h>
 
 #include "engine/util/error.hpp"
+#include "engine/util/input_file.hpp"
+#include "engine/util/text.hpp"
 
 namespace cpullm::cli {
 namespace {
@@ -15,21 +14,9 @@ namespace {
 // A config file is a few lines; anything larger is not one.
 constexpr std::uintmax_t kMaxConfigBytes = 1 << 20;
 
-// Text from the file as an error message may show it: control bytes (a NUL would cut the
-// message short, an escape sequence would reach the terminal) as \xNN.
-std::string printable(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte == 0x7f) out += fmt::format("\\x{:02x}", byte);
-    else out += c;
-  }
-  return out;
-}
-
 // `key` as the user wrote it, with its section: "threads" or "[bench] threads".
 std::string key_name(const std::string& section, std::string_view key) {
-  return (section.empty() ? "" : "[" + section + "] ") + printable(key);
+  return (section.empty() ? "" : "[" + section + "] ") + printable(key, false);
 }
 
 // One TOML scalar as the command line would give it.
@@ -64,18 +51,6 @@ bool is_section(std::string_view name) {
   return std::find(std::begin(kConfigSections), std::end(kConfigSections), name) != std::end(kConfigSections);
 }
 
-std::string read_config_file(const std::string& path) {
-  std::error_code error;
-  // Checked before opening: a FIFO would block the open, a directory reads as nothing.
-  if (!std::filesystem::is_regular_file(path, error)) fail_file(path, "not a regular file (the config file)");
-  const std::uintmax_t size = std::filesystem::file_size(path, error);
-  if (error) fail_file(path, "cannot read the config file: {}", error.message());
-  if (size > kMaxConfigBytes) fail_file(path, "a config file of {} bytes: at most {} are read", size, kMaxConfigBytes);
-  std::ifstream in(path, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (!in && !in.eof()) fail_file(path, "cannot read the config file");
-  return text;
-}
 
 }  // namespace
 
@@ -84,7 +59,7 @@ std::vector<ConfigEntry> parse_config(std::string_view text, const std::string& 
   try {
     table = toml::parse(text, source);
   } catch (const toml::parse_error& e) {
-    fail_file(source, "line {}, column {}: {}", e.source().begin.line, e.source().begin.column, printable(e.description()));
+    fail_file(source, "line {}, column {}: {}", e.source().begin.line, e.source().begin.column, printable(e.description(), false));
   }
   std::vector<ConfigEntry> entries;
   for (const auto& [key, node] : table) {
@@ -94,7 +69,7 @@ std::vector<ConfigEntry> parse_config(std::string_view text, const std::string& 
       continue;
     }
     if (!is_section(key.str()))
-      fail_file(source, "[{}] is not a section: the sections are [{}]", printable(key.str()), fmt::join(kConfigSections, "] and ["));
+      fail_file(source, "[{}] is not a section: the sections are [{}]", printable(key.str(), false), fmt::join(kConfigSections, "] and ["));
     for (const auto& [name, value] : *section) add_entry(entries, std::string(key.str()), name.str(), value, source);
   }
   return entries;
@@ -106,7 +81,7 @@ void add_config_option(CLI::App& command, std::string& path) {
 
 void apply_config_file(CLI::App& command, const std::string& path) {
   if (path.empty()) return;
-  const std::vector<ConfigEntry> entries = parse_config(read_config_file(path), path);
+  const std::vector<ConfigEntry> entries = parse_config(read_input_file(path, "the config file", kMaxConfigBytes), path);
   // Every key is checked against the command its section is for, so a misspelt key in the
   // other command's section is found by either command.
   for (const ConfigEntry& entry : entries) {
@@ -137,7 +112,7 @@ void apply_config_file(CLI::App& command, const std::string& path) {
       }
       option->run_callback();
     } catch (const CLI::Error& e) {
-      fail_file(path, "{}: {}", key_name(entry->section, entry->key), printable(e.what()));
+      fail_file(path, "{}: {}", key_name(entry->section, entry->key), printable(e.what(), false));
     }
   }
 }

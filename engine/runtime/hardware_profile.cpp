@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <fmt/ranges.h>
-#include <fstream>
 #include <set>
 #include <nlohmann/json.hpp>
 
 #include "engine/util/error.hpp"
+#include "engine/util/input_file.hpp"
 
 namespace cpullm {
 namespace {
@@ -102,11 +102,10 @@ std::vector<std::pair<const char*, const Figure*>> profile_figures(const Hardwar
 }
 
 HardwareProfile read_hardware_profile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail_file(path, "cannot open hardware profile");
+  const std::string text = read_input_file(path, "the hardware profile", 1 << 20);
   json root;
   try {
-    root = json::parse(in);
+    root = json::parse(text);
   } catch (const json::parse_error& e) {
     fail_file(path, "not valid JSON: {}", e.what());
   }

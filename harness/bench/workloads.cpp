@@ -1,13 +1,13 @@
 #include "harness/bench/workloads.hpp"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <algorithm>
 
 #include "engine/kernels/weight_formats.hpp"
 #include "engine/quant/quantize_model.hpp"
 #include "engine/util/error.hpp"
+#include "engine/util/input_file.hpp"
 
 namespace cpullm {
 namespace {
@@ -38,11 +38,10 @@ SyntheticShape workload_shape(const std::string& path, const std::string& name, 
 std::string default_workloads_path() { return CPULLM_WORKLOADS_FILE; }
 
 std::vector<Workload> read_workloads(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail_file(path, "cannot open the workloads file");
+  const std::string text = read_input_file(path, "the workloads file", 1 << 20);
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(in);
+    doc = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail_file(path, "not valid JSON: {}", e.what());
   }
