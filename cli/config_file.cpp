@@ -51,7 +51,6 @@ bool is_section(std::string_view name) {
   return std::find(std::begin(kConfigSections), std::end(kConfigSections), name) != std::end(kConfigSections);
 }
 
-
 }  // namespace
 
 std::vector<ConfigEntry> parse_config(std::string_view text, const std::string& source) {
