@@ -35,8 +35,6 @@ SyntheticShape workload_shape(const std::string& path, const std::string& name, 
 
 }  // namespace
 
-std::string default_workloads_path() { return CPULLM_WORKLOADS_FILE; }
-
 std::vector<Workload> read_workloads(const std::string& path) {
   std::ifstream in(path);
   if (!in) fail_file(path, "cannot open the workloads file");
