@@ -10,6 +10,7 @@
 #include <set>
 
 #include "cli/commands.hpp"
+#include "cli/data_dir.hpp"
 #include "cli/config_file.hpp"
 #include "cli/run_options.hpp"
 #include "harness/bench/bench_db.hpp"
@@ -42,7 +43,7 @@ struct BenchOptions {
   bool cold = false;
   double inject_delay_ms = 0;
   std::string workload;
-  std::string workloads_file = default_workloads_path();
+  std::string workloads_file = data_path("suites/workloads.json").string();
   std::string workload_dir = "models/workloads";
   std::string db;
   bool regions = true;  // with --db: the instrumented repetition and the roofs (--no-regions: neither)

@@ -1,9 +1,12 @@
 // cpullm db: what the results database holds, for people: its runs, or one run's points, as a
-// table or as JSON under the schema's column names (docs/results-db.md).
+// table or as JSON under the schema's column names (docs/results-db.md); and `import`, which
+// stores that JSON, for the programs that measure but do not write the database themselves.
+#include <charconv>
 #include <cstdio>
 #include <memory>
 
 #include "cli/commands.hpp"
+#include "cli/db_import.hpp"
 #include "harness/bench/reporters.hpp"
 #include "harness/results/results_db.hpp"
 #include "engine/util/error.hpp"
@@ -14,9 +17,10 @@ namespace {
 
 struct DbOptions {
   std::string location;     // SQLite file or postgresql:// URL
-  std::string what;         // runs | results
-  int64_t run_id = -1;      // results: the run
+  std::string what;         // runs | results | import
+  std::string argument;     // results: the run id; import: the JSON file ("-": stdin)
   bool export_json = false;
+  bool resume = false;      // import: into the unfinished run of the same kind and command
 };
 
 // Text as the database holds it, which a file (SQLite) may hold in any bytes.
@@ -63,6 +67,12 @@ void print(const std::vector<Record>& records, bool export_json, std::vector<Mar
 }
 
 void run_db(const DbOptions& o) {
+  if (o.what == "import") {
+    if (o.argument.empty()) fail("cpullm db import: which file? (cpullm db --db {} import FILE, - for stdin)", o.location);
+    ResultsDb db(o.location, DbOpen::create);
+    import_runs(db, o.argument, o.resume);
+    return;
+  }
   ResultsDb db(o.location, DbOpen::existing);
   using Kind = MarkdownColumn::Kind;
   std::vector<Record> records;
@@ -80,8 +90,12 @@ void run_db(const DbOptions& o) {
            {"command", "command", Kind::text, ""}});
     return;
   }
-  if (o.run_id < 0) fail("cpullm db results: which run? (cpullm db --db {} results RUN_ID)", o.location);
-  const RunRecord run = db.run(o.run_id);  // an Error naming the run when there is none
+  if (o.argument.empty()) fail("cpullm db results: which run? (cpullm db --db {} results RUN_ID)", o.location);
+  int64_t run_id = -1;
+  if (const auto [end, error] = std::from_chars(o.argument.data(), o.argument.data() + o.argument.size(), run_id);
+      error != std::errc() || end != o.argument.data() + o.argument.size() || run_id < 0)
+    fail("cpullm db results {}: a run id is a number from `cpullm db runs`", o.argument);
+  const RunRecord run = db.run(run_id);  // an Error naming the run when there is none
   for (const StoredResult& result : db.results(run.id)) records.push_back(result_json(result));
   if (o.export_json) {
     std::printf("%s\n", Record{{"run", run_json(run, records.size())}, {"results", records}}.dump(2).c_str());
@@ -108,11 +122,15 @@ void run_db(const DbOptions& o) {
 
 void register_db(CLI::App& app) {
   auto options = std::make_shared<DbOptions>();
-  CLI::App* command = app.add_subcommand("db", "What a results database holds: its runs, or one run's points");
+  CLI::App* command = app.add_subcommand("db", "What a results database holds: its runs, or one run's points; import runs from JSON");
   command->add_option("--db", options->location, "SQLite file or postgresql:// URL")->required();
-  command->add_option("what", options->what, "runs: every run; results: one run's points")->required()->check(CLI::IsMember({"runs", "results"}));
-  command->add_option("run_id", options->run_id, "results: the run (an id from `runs`)")->check(CLI::NonNegativeNumber);
+  command->add_option("what", options->what, "runs: every run; results: one run's points; import: runs from JSON")
+      ->required()->check(CLI::IsMember({"runs", "results", "import"}));
+  command->add_option("argument", options->argument, "results: the run (an id from `runs`); import: a JSON file as "
+                                                      "`results --export-json` prints it, or an array of them (-: stdin)");
   command->add_flag("--export-json", options->export_json, "Print JSON under the schema's column names instead of a table");
+  command->add_flag("--resume", options->resume, "import: add to the unfinished run of the same kind and command on the "
+                                                 "same host, skipping cases it has");
   command->callback([options] { run_db(*options); });
 }
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/data_dir.hpp"
 #include "cli/run_options.hpp"
 #include "engine/instrument/counters.hpp"
 #include "engine/instrument/energy.hpp"
@@ -56,7 +57,7 @@ struct Phase {
 // The roofs this run is compared with: from a hardware profile where it has the figures, else
 // measured now. `isa` is the kernels' level: the compute roof at their vector width.
 HardwareProfile load_profile(const std::string& hardware) {
-  return read_hardware_profile(find_hardware_profile(hardware, {CPULLM_PROFILES_DIR}));
+  return read_hardware_profile(find_hardware_profile(hardware, profile_dirs()));
 }
 
 Roofs find_roofs(const std::string& hardware, Isa isa) {

@@ -1,11 +1,11 @@
 // cpullm topo: the machine (or an emulated one) and the plan over it: which thread runs on which
 // processor, which NUMA node holds which weights. It computes and prints; it binds nothing.
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/data_dir.hpp"
 #include "cli/run_options.hpp"
 #include "engine/run/machine_settings.hpp"
 #include "engine/kernels/isa.hpp"
@@ -29,16 +29,6 @@ struct TopoOptions {
   std::string dtype = "q8_0";
   bool json = false;
 };
-
-// Where --hardware NAME is looked for: $CPULLM_PROFILES, the source tree's tuning/profiles
-// (compiled in), then ./tuning/profiles.
-std::vector<std::filesystem::path> profile_dirs() {
-  std::vector<std::filesystem::path> dirs;
-  if (const char* env = std::getenv("CPULLM_PROFILES"); env && *env) dirs.emplace_back(env);
-  dirs.emplace_back(CPULLM_PROFILES_DIR);
-  dirs.emplace_back("tuning/profiles");
-  return dirs;
-}
 
 std::string gib(uint64_t bytes) { return fmt::format("{:.2f} GiB", bytes / 1073741824.0); }
 

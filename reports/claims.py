@@ -5,10 +5,10 @@ measure it; nothing here is a stored answer."""
 from dataclasses import dataclass
 from statistics import median
 
-import predict
-import tco
-import throughput
-from page import Section, esc, table
+from . import predict
+from . import tco
+from . import throughput
+from .page import Section, esc, table
 
 # Options that identify a configuration; two results equal in all but one form a pair.
 CONFIG_OPTIONS = ["model_n_params", "format", "test", "n_threads", "isa", "binding", "cpuset", "numa", "placement",

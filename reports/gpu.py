@@ -1,9 +1,9 @@
 """GPU comparison: the GPU profiles with their sourced specs, published throughput, measured
 results imported from a JSON file, and a side-by-side table like the seed article's with what
 each figure is (claimed, published, measured or predicted) and the CPU/GPU ratios."""
-import predict
-import tco
-from page import Section, esc, number, table
+from . import predict
+from . import tco
+from .page import Section, esc, number, table
 
 # The seed article's own table (claims C12-C14): (row, A100, 4 x E5).
 SEED_TABLE = [("time to first token (ms)", 120, 380), ("throughput (tokens/s)", 260, 85),

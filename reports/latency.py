@@ -2,7 +2,7 @@
 percentiles cpullm bench recorded, and the spread of the repetitions."""
 import numpy as np
 
-from page import Section, esc, figure, new_figure, no_data, number, runs_source, table
+from .page import Section, esc, figure, new_figure, no_data, number, runs_source, table
 
 
 def configuration(result):

@@ -10,13 +10,11 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-import page  # noqa: E402
-import regression  # noqa: E402
-from resultsdb import Database, DatabaseError  # noqa: E402
+from . import page
+from . import regression
+from .resultsdb import Database, DatabaseError
 
 # The end-to-end cases: one prompt and one generation test on a 4-layer model of 256 wide,
 # seconds per run; the kernels: bandwidth and peak roofs, a matvec per weight type family at the
@@ -89,7 +87,7 @@ def run_kernels(args, db, host_run_id):
                                     "isa_level", "governor", "fingerprint")}
     run_row.update(kind="kernels", command=" ".join(command), started_at=started,
                    finished_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
-    run_id = db.insert("runs", run_row)
+    results = []
     by_name = {}
     for b in report["benchmarks"]:
         if b.get("run_type") == "iteration" and not b.get("error_occurred"):
@@ -98,14 +96,14 @@ def run_kernels(args, db, host_run_id):
         scale = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[reps[0]["time_unit"]]
         ns = [b["real_time"] * scale for b in reps]
         counters = {k: float(np.median([b[k] for b in reps])) for k in ("bytes_per_second", "FLOP/s", "OP/s") if k in reps[0]}
-        result_id = db.insert("results", {"run_id": run_id, "case_name": f"kernel/{name}", "test": "kernel",
-                                          "config_json": json.dumps({"benchmark": name, "label": reps[0].get("label", "")}),
-                                          "avg_ns": float(np.mean(ns)), "stddev_ns": float(np.std(ns, ddof=1)) if len(ns) > 1 else None,
-                                          "metrics_json": json.dumps(counters)})
-        for i, value in enumerate(ns):
-            db.insert("samples", {"result_id": result_id, "repetition": i, "ns": value})
-    db.commit()
-    return run_id
+        results.append({"case_name": f"kernel/{name}", "test": "kernel",
+                        "config_json": json.dumps({"benchmark": name, "label": reps[0].get("label", "")}),
+                        "avg_ns": float(np.mean(ns)), "stddev_ns": float(np.std(ns, ddof=1)) if len(ns) > 1 else None,
+                        "metrics_json": json.dumps(counters),
+                        "samples": [{"repetition": i, "ns": value} for i, value in enumerate(ns)]})
+    # cpullm writes the database; this only hands it the run.
+    run([args.cpullm, "db", "--db", args.db, "import", "-"], input=json.dumps({"run": run_row, "results": results}))
+    return newest_run(db)
 
 
 def history(db, fingerprint):

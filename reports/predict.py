@@ -2,20 +2,16 @@
 measured (the results database, or imported GPU results), published (data/gpus.json or the
 assumptions file), or predicted by tuning/roofline.py's decode model from a CPU profile or a GPU's
 specs, scaled by the assumed efficiencies."""
-import importlib.util
 import json
 import os
 import re
-import sys
 from dataclasses import dataclass
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PROFILES = os.path.join(HERE, "..", "tuning", "profiles")
-sys.path.insert(0, os.path.join(HERE, "..", "tuning"))  # roofline reads the binary's facts through tuning/registry.py
-_spec = importlib.util.spec_from_file_location("tuning_roofline", os.path.join(HERE, "..", "tuning", "roofline.py"))
-tuning_roofline = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(tuning_roofline)
-import registry  # noqa: E402
+import tuning
+from tuning import registry  # the formats and a shape's tensors: the binary's own (roofline reads them too)
+from tuning import roofline as tuning_roofline
+
+PROFILES = os.path.join(os.path.dirname(os.path.abspath(tuning.__file__)), "profiles")
 
 
 @dataclass

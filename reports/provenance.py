@@ -1,5 +1,5 @@
 """The runs behind the report: host, CPU, commit, command line and dates of every run shown."""
-from page import Section, esc, no_data, table
+from .page import Section, esc, no_data, table
 
 
 def build(contents, context):

@@ -9,22 +9,10 @@ import shlex
 import sys
 from dataclasses import dataclass
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tuning"))  # cli_errors, shared with sweep and tune
+from tuning.cli_errors import ArgumentParser, fail
 
-import claims  # noqa: E402
-import gpu  # noqa: E402
-import gpu_data  # noqa: E402
-import latency  # noqa: E402
-import page  # noqa: E402
-import provenance  # noqa: E402
-import roofs  # noqa: E402
-import suites  # noqa: E402
-import sweeps  # noqa: E402
-import tco  # noqa: E402
-import throughput  # noqa: E402
-from resultsdb import Contents, Database, DatabaseError, without_password  # noqa: E402
-from cli_errors import ArgumentParser, fail  # noqa: E402
+from . import claims, gpu, gpu_data, latency, page, predict, provenance, roofs, suites, sweeps, tco, throughput
+from .resultsdb import Contents, Database, DatabaseError, without_password
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SECTIONS = [latency, throughput, roofs, suites, sweeps, tco, gpu, claims, provenance]
@@ -71,7 +59,7 @@ def parse_arguments(argv):
 
 def main(argv=None):
     args = parse_arguments(argv)
-    if not os.path.isfile(os.path.join(HERE, "..", "tuning", "profiles", f"{args.profile}.json")):
+    if not os.path.isfile(os.path.join(predict.PROFILES, f"{args.profile}.json")):
         fail(f"--profile {args.profile}: no tuning/profiles/{args.profile}.json")
     gpus, published = gpu_data.load_gpus()
     try:

@@ -1,22 +1,23 @@
 """The results database (harness/results/schema.sql) as plain dicts: a SQLite file, or
 PostgreSQL named by a postgresql:// URL or a libpq conninfo string (`host=... dbname=...`),
-whose password may also come from PGPASSWORD or PGPASSFILE, as libpq reads them. Reports only
-read; scripts/nightly also writes the kernel benchmarks it runs (the C++ writer behind
-`cpullm bench --db` writes everything else)."""
+whose password may also come from PGPASSWORD or PGPASSFILE, as libpq reads them; opened
+read-only. cpullm is its one writer (`cpullm bench --db`, and `cpullm db import` for runs
+measured by other programs)."""
 import json
 import os
 import re
 import sqlite3
+import urllib.parse
 from dataclasses import dataclass, field
 
+# Read for its newest migration's number only (check_schema): the tables are cpullm's to make.
 SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness", "results", "schema.sql")
-
 
 # PostgreSQL's two forms, as harness/results tells them from an SQLite path: a URL, or a conninfo
 # string, which starts with a libpq keyword and "=" (an SQLite file named so is written ./NAME).
 POSTGRES = re.compile(r"^(postgres(ql)?://|\s*[A-Za-z_][A-Za-z0-9_]*\s*=)")
 # Where a password stands: the URL's user:PASSWORD@, its ?password= parameter, conninfo's
-# password=VALUE (quoted or not). The same patterns as harness/results/backend_postgres.cpp.
+# password=VALUE (quoted or not). The same patterns as harness/results/results_db.cpp.
 PASSWORDS = [(re.compile(r"(postgres(?:ql)?://[^:/@\s]*:)[^@/\s]*@"), r"\1***@"),
              (re.compile(r"([?&]password=)[^&#\s]*"), r"\1***"),
              (re.compile(r"((?:^|[\s=])password\s*=\s*)('(?:[^'\\]|\\.)*'|(?:\\.|[^\s\\])+)"), r"\1***")]
@@ -48,7 +49,7 @@ class Contents:
 
 
 class Database:
-    """One connection; `?` placeholders in every query, translated for PostgreSQL."""
+    """One read-only connection; `?` placeholders in every query, translated for PostgreSQL."""
 
     def __init__(self, target):
         self.target = without_password(target)  # the name in every message
@@ -62,30 +63,18 @@ class Database:
                     raise DatabaseError("--db: not a PostgreSQL URL or connection string that libpq can read "
                                         "(not shown: it may hold a password)")
                 self.connection = psycopg2.connect(target)
+                self.connection.set_session(readonly=True)
             else:
                 if not os.path.isfile(target):
                     raise DatabaseError(f"{target}: no such database file")
-                self.connection = sqlite3.connect(target)
+                uri = "file:" + urllib.parse.quote(os.path.abspath(target)) + "?mode=ro"
+                self.connection = sqlite3.connect(uri, uri=True)
         except ImportError:
             raise DatabaseError(f"{self.target}: reading PostgreSQL needs python3-psycopg2 (apt-get install python3-psycopg2)")
         except DatabaseError:
             raise
         except Exception as e:  # sqlite3.Error, psycopg2.Error: both say what went wrong
             raise DatabaseError(f"{self.target}: cannot open: {without_password(' '.join(str(e).split()))}")
-
-    @classmethod
-    def create(cls, path):
-        """A new SQLite file with every migration of schema.sql applied and recorded in
-        schema_version, as the C++ writer leaves it (tests build their databases this way)."""
-        with open(SCHEMA) as f:
-            schema = f.read()
-        versions = [int(m) for m in re.findall(r"^-- migration (\d+):", schema, re.M)]
-        connection = sqlite3.connect(path)
-        connection.executescript(schema)
-        connection.executemany("INSERT INTO schema_version (version) VALUES (?)", [(v,) for v in versions])
-        connection.commit()
-        connection.close()
-        return cls(path)
 
     def query(self, sql, params=()):
         if self.postgres:
@@ -97,20 +86,6 @@ class Database:
             return [dict(zip(names, row)) for row in cursor.fetchall()] if names else []
         except Exception as e:
             raise DatabaseError(f"{self.target}: {e} (in: {sql.split()[0]} ...)")
-
-    def insert(self, table, row):
-        """Inserts one row (a dict of column -> value); returns its id where the table has one.
-        Nothing is visible to others until commit(): one transaction per stored run, not a disk
-        sync per row."""
-        columns = ", ".join(row)
-        marks = ", ".join("?" * len(row))
-        returning = " RETURNING id" if table in ("runs", "results") else ""
-        sql = f"INSERT INTO {table} ({columns}) VALUES ({marks}){returning}"
-        rows = self.query(sql, tuple(row.values()))
-        return rows[0]["id"] if rows else None
-
-    def commit(self):
-        self.connection.commit()
 
     def check_schema(self):
         """A database whose schema is newer than schema.sql's migrations is refused, as cpullm

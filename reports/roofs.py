@@ -10,8 +10,8 @@ import os
 
 import numpy as np
 
-import predict
-from page import Section, esc, figure, new_figure, no_data, number, paragraph, runs_source, table
+from . import predict
+from .page import Section, esc, figure, new_figure, no_data, number, paragraph, runs_source, table
 
 
 

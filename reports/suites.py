@@ -3,7 +3,7 @@ roof or peak the script read before it, the share of it the run reached, and the
 line that reproduces it."""
 import os
 
-from page import Section, esc, no_data, paragraph, table
+from .page import Section, esc, no_data, paragraph, table
 
 UNITS = {"bytes": ("GB/s", "MB"), "operations": ("GOP/s", "MOP")}  # reference_unit -> (rate, work a token) labels
 HOW = "suites/decode_bandwidth.py --db results/results.db; suites/prefill_compute.py --db results/results.db"

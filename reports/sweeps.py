@@ -2,7 +2,7 @@
 batch) and the best measured configuration for each objective."""
 import numpy as np
 
-from page import Section, esc, figure, new_figure, no_data, number, runs_source, table
+from .page import Section, esc, figure, new_figure, no_data, number, runs_source, table
 
 # (row option, column option, how to measure) of each heatmap.
 HEATMAPS = [

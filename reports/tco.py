@@ -7,8 +7,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-import predict
-from page import Section, esc, figure, new_figure, number, table
+from . import predict
+from .page import Section, esc, figure, new_figure, number, table
 
 
 class Power(NamedTuple):

@@ -3,7 +3,7 @@ placement, each plotted where the database holds points differing in that option
 workload (batch 32, prompt 512) on its own."""
 from collections import defaultdict
 
-from page import Section, esc, figure, new_figure, no_data, number, runs_source, table
+from .page import Section, esc, figure, new_figure, no_data, number, runs_source, table
 
 # (option, axis label, how to measure it) for each scaling figure.
 DIMENSIONS = [

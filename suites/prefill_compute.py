@@ -30,9 +30,9 @@ import os
 import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from decode_bandwidth import (SHAPES, bench_kernels, model_file, parse_suite_arguments, run, spread,  # noqa: E402
-                              store_flags, suite_arguments)
+# Run as a script, its own folder is first on the module path: decode_bandwidth is beside it.
+from decode_bandwidth import (SHAPES, bench_kernels, model_file, parse_suite_arguments, run, spread, store_flags,
+                              suite_arguments)
 
 TARGETS = {"q4_0": 0.60, "q8_0": 0.50, "f16": 0.70, "bf16": 0.70}
 INTEGER_FORMATS = {"q4_0", "q8_0"}

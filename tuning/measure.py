@@ -7,11 +7,9 @@ import re
 import subprocess
 import sys
 
-import registry
-from space import DIMENSIONS
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reports"))
-from resultsdb import is_postgres, without_password  # noqa: E402,F401 (is_postgres: for sweep)
+from . import registry
+from .space import DIMENSIONS
+from reports.resultsdb import is_postgres, without_password  # noqa: F401 (is_postgres: for sweep)
 
 # Bench sets every dimension; generate only those it has flags for.
 BENCH_FEATURES = {k for k, (flag, _, _) in DIMENSIONS.items() if flag}

@@ -10,7 +10,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from space import parse_cpu_list
+from .space import parse_cpu_list
 
 
 @dataclass

@@ -6,12 +6,13 @@ import json
 import math
 import os
 import sqlite3
+import subprocess
 import time
 
 import tomli_w  # Debian's python3-tomli-w
 
-from space import DIMENSIONS, describe, point_key
-from stats import mean_ci
+from .space import DIMENSIONS, describe, point_key
+from .stats import mean_ci
 
 # objective: (metric in a sample, True when larger is better, unit)
 OBJECTIVES = {
@@ -80,46 +81,21 @@ class SweepDb:
     repetitions; case name sweep/LEVEL/POINT), one `samples` row per repetition.
 
     cpullm bench, which measures every repetition, writes its own runs into `bench_db` (a
-    database of the sweep's own, so that the results database holds each point once). The
-    tables of a new database and the sweep run's host fields (hostname, CPU, fingerprint, ...)
-    are copied from there, as cpullm itself created and detected them. Resuming: the last
-    unfinished sweep run of the same command on this host is continued (as bench --resume
-    does), and an evaluation already stored is not written twice."""
+    database of the sweep's own, so that the results database holds each point once). Rows go in
+    through `cpullm db import --resume`, the database's one writer: it creates the tables, fills
+    the run's host fields, continues the last unfinished sweep run of the same command on this
+    host (as bench --resume does) and skips an evaluation already stored."""
 
-    RUN_FIELDS = ("git_commit", "host", "cpu_model", "cores", "sockets", "numa_nodes", "memory_bytes", "kernel",
-                  "isa_level", "governor", "fingerprint")
+    def __init__(self, cpullm, path, bench_db, command, workload, source_format):
+        self.cpullm, self.path, self.bench_db, self.command = cpullm, path, bench_db, command
+        self.workload, self.source_format, self.recorded = workload, source_format, False
 
-    def __init__(self, path, bench_db, command, workload, source_format):
-        self.path, self.bench_db, self.command, self.workload = path, bench_db, command, workload
-        self.source_format, self.run_id = source_format, None
-
-    def _connect(self):
-        db = sqlite3.connect(self.path, timeout=30)
-        db.execute("PRAGMA foreign_keys = ON")
-        return db
-
-    def _host(self, bench):
-        """The host fields of bench's latest run here (None before bench has run once)."""
-        row = bench.execute(f"SELECT {', '.join(self.RUN_FIELDS)} FROM runs ORDER BY id DESC LIMIT 1").fetchone()
-        return dict(zip(self.RUN_FIELDS, row)) if row else None
-
-    def _open_run(self, db):
-        """This sweep's run: the unfinished one of the same command on this host, or a new one."""
-        with sqlite3.connect(self.bench_db, timeout=30) as bench:
-            if not db.execute("SELECT name FROM sqlite_master WHERE name = 'runs'").fetchone():
-                for (sql,) in bench.execute("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY rowid"):
-                    db.execute(sql)
-                db.executemany("INSERT INTO schema_version VALUES (?)", bench.execute("SELECT version FROM schema_version"))
-            host = self._host(bench)
-        row = db.execute("SELECT id FROM runs WHERE kind = 'sweep' AND command = ? AND host = ? AND fingerprint = ? "
-                         "AND finished_at IS NULL ORDER BY id DESC LIMIT 1",
-                         (self.command, host["host"], host["fingerprint"])).fetchone()
-        if row:
-            return row[0]
-        fields = ("kind", "command", "started_at") + self.RUN_FIELDS
-        values = ("sweep", self.command, utc_now()) + tuple(host[f] for f in self.RUN_FIELDS)
-        return db.execute(f"INSERT INTO runs ({', '.join(fields)}) VALUES ({', '.join('?' * len(fields))})",
-                          values).lastrowid
+    def _import(self, run, results):
+        document = {"run": dict(run, kind="sweep", command=self.command), "results": results}
+        proc = subprocess.run([self.cpullm, "db", "--db", self.path, "import", "--resume", "-"], input=json.dumps(document),
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise ValueError(proc.stderr.strip().removeprefix("cpullm: error: "))
 
     def record(self, result, model_path):
         """Stores a finished evaluation (once: a case already in the run is left as it is).
@@ -127,42 +103,36 @@ class SweepDb:
         taken from bench's rows for it, the ISA from the host (the sweep does not set --isa)."""
         if result["error"] or not result["samples"] or not os.path.exists(self.bench_db):
             return
-        with sqlite3.connect(self.bench_db, timeout=30) as bench:
+        bench = sqlite3.connect(f"file:{self.bench_db}?mode=ro", uri=True, timeout=30)
+        with bench:
             model = bench.execute("SELECT model_type, model_size, model_n_params FROM results WHERE model_filename = ? "
                                   "ORDER BY id DESC LIMIT 1", (model_path,)).fetchone() or (None, None, None)
             isa = bench.execute("SELECT isa_level FROM runs ORDER BY id DESC LIMIT 1").fetchone()[0]
-        with self._connect() as db:
-            if self.run_id is None:
-                self.run_id = self._open_run(db)
-            case = f"sweep/{result['level']}/{result['key']}"
-            if db.execute("SELECT 1 FROM results WHERE run_id = ? AND case_name = ?", (self.run_id, case)).fetchone():
-                return
-            point, m = result["point"], result["metrics"]
-            mean = lambda name: m[name]["mean"] if name in m else None
-            decode = [s["decode_tps"] for s in result["samples"]]
-            row = {"run_id": self.run_id, "case_name": case, "test": "pg", "model_filename": os.path.abspath(model_path),
-                   "model_type": model[0], "model_size": model[1], "model_n_params": model[2], "isa": isa,
-                   "format": point.get("format", self.source_format), "n_threads": point.get("threads"),
-                   "binding": point.get("bind"), "cpuset": point.get("cpuset"), "attn_tile": point.get("attn_tile"),
-                   "kv_type": point.get("kv_type"), "n_batch": point.get("batch"), "n_seq": point.get("sequences", 1),
-                   "placement": point.get("placement"), "prefetch": point.get("prefetch"),
-                   "n_prompt": self.workload["prompt"], "n_gen": self.workload["gen"],
-                   "config_json": json.dumps(dict(point, level=result["level"], **self.workload), sort_keys=True),
-                   "avg_ts": mean("decode_tps"), "stddev_ts": stddev(decode), "ttft_ms": mean("ttft_ms"),
-                   "tpot_ms": mean("tpot_ms"), "itl_p99_ms": mean("itl_p99_ms"),
-                   "metrics_json": json.dumps({"level": result["level"], "value": result["value"], "metrics": m}),
-                   "test_time": utc_now()}
-            result_id = db.execute(f"INSERT INTO results ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
-                                   tuple(row.values())).lastrowid
-            # ns: the repetition's prompt and generation time, TTFT plus the generated tokens at their rate.
-            db.executemany("INSERT INTO samples (result_id, repetition, ns, ts, metrics_json) VALUES (?, ?, ?, ?, ?)",
-                           [(result_id, i, (s["ttft_ms"] * 1e6 + self.workload["gen"] / s["decode_tps"] * 1e9),
-                             s["decode_tps"], json.dumps(s)) for i, s in enumerate(result["samples"])])
+        bench.close()
+        point, m = result["point"], result["metrics"]
+        mean = lambda name: m[name]["mean"] if name in m else None
+        decode = [s["decode_tps"] for s in result["samples"]]
+        row = {"case_name": f"sweep/{result['level']}/{result['key']}", "test": "pg", "model_filename": os.path.abspath(model_path),
+               "model_type": model[0], "model_size": model[1], "model_n_params": model[2], "isa": isa,
+               "format": point.get("format", self.source_format), "n_threads": point.get("threads"),
+               "binding": point.get("bind"), "cpuset": point.get("cpuset"), "attn_tile": point.get("attn_tile"),
+               "kv_type": point.get("kv_type"), "n_batch": point.get("batch"), "n_seq": point.get("sequences", 1),
+               "placement": point.get("placement"), "prefetch": point.get("prefetch"),
+               "n_prompt": self.workload["prompt"], "n_gen": self.workload["gen"],
+               "config_json": json.dumps(dict(point, level=result["level"], **self.workload), sort_keys=True),
+               "avg_ts": mean("decode_tps"), "stddev_ts": stddev(decode), "ttft_ms": mean("ttft_ms"),
+               "tpot_ms": mean("tpot_ms"), "itl_p99_ms": mean("itl_p99_ms"),
+               "metrics_json": json.dumps({"level": result["level"], "value": result["value"], "metrics": m}),
+               "test_time": utc_now(),
+               # ns: the repetition's prompt and generation time, TTFT plus the generated tokens at their rate.
+               "samples": [{"repetition": i, "ns": s["ttft_ms"] * 1e6 + self.workload["gen"] / s["decode_tps"] * 1e9,
+                            "ts": s["decode_tps"], "metrics_json": json.dumps(s)} for i, s in enumerate(result["samples"])]}
+        self._import({}, [row])
+        self.recorded = True
 
     def finish(self):
-        if self.run_id is not None:
-            with self._connect() as db:
-                db.execute("UPDATE runs SET finished_at = ? WHERE id = ?", (utc_now(), self.run_id))
+        if self.recorded:
+            self._import({"finished_at": utc_now()}, [])
 
 
 def utc_now():

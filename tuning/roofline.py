@@ -20,7 +20,8 @@ import fnmatch
 import math
 from dataclasses import dataclass, field
 
-import registry  # the formats' block layouts and quantize's choices: the binary's registry
+from . import registry  # the formats' block layouts and quantize's choices: the binary's registry
+
 CHUNK = 512  # prompt tokens per forward_batch call: the weights are read once per chunk
 
 

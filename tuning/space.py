@@ -27,7 +27,7 @@ import json
 import os
 import tomllib
 
-import registry
+from . import registry
 
 # Each dimension: the bench flag that sets it, the long option name a config file uses, its type.
 DIMENSIONS = {

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """cpullm sweep: measure a model over a space of configurations and keep the best.
 
     cpullm sweep -m MODEL --space SPACE [--strategy grid|random|halving] [--budget 10m]
@@ -18,13 +17,13 @@ import os
 import shlex
 import sys
 
-import measure
-from cli_errors import ArgumentParser, fail
-import registry
-import results as res
-import space as sp
-from stats import mean_ci, repeat_until_tight
-from strategies import STRATEGIES, Budget, halving_plan, parse_duration, ranked
+from . import measure
+from . import registry
+from . import results as res
+from . import space as sp
+from .cli_errors import ArgumentParser, fail
+from .stats import mean_ci, repeat_until_tight
+from .strategies import STRATEGIES, Budget, halving_plan, parse_duration, ranked
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -127,7 +126,7 @@ class Sweep:
             self.bench_db = os.path.join(args.out, "bench-runs.db")
             command = shlex.join(["cpullm", os.path.splitext(os.path.basename(sys.argv[0]))[0]]
                                  + [a for a in sys.argv[1:] if a != "--resume"])
-            self.db = res.SweepDb(args.db, self.bench_db, command, workload, self.source_format)
+            self.db = res.SweepDb(args.cpullm, args.db, self.bench_db, command, workload, self.source_format)
         elif args.db and backend == "bench":
             print(f"cpullm sweep: note: {measure.without_password(args.db)}: the sweep's own run (kind 'sweep') is written to SQLite databases "
                   "only; cpullm bench writes each repetition's run there", file=sys.stderr)

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """cpullm tune: tune a model for a box.
 
     cpullm tune --hardware PROFILE -m MODEL [--budget 10m] [--space SPACE] [sweep flags]
@@ -20,13 +19,13 @@ import math
 import os
 import sys
 
-import measure
-import oscheck
-import registry
-import roofline
-import space as sp
-import stats
-import sweep as sw
+from . import measure
+from . import oscheck
+from . import registry
+from . import roofline
+from . import space as sp
+from . import stats
+from . import sweep as sw
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ISA_NUMBER = {"scalar": 0, "avx2": 1, "avx512": 2}
@@ -167,7 +166,10 @@ def plan_other_box(args, plan, profile):
 # ---------------------------------------------------------------------------------------------
 
 def bench_kernels_path(cpullm):
-    return os.path.join(os.path.dirname(os.path.abspath(cpullm)), "suites", "kernels", "bench_kernels")
+    """Beside the binary: in the build tree (suites/kernels/), else in an installed copy (../libexec/cpullm/)."""
+    here = os.path.dirname(os.path.abspath(cpullm))
+    build_tree = os.path.join(here, "suites", "kernels", "bench_kernels")
+    return build_tree if os.path.exists(build_tree) else os.path.join(here, "..", "libexec", "cpullm", "bench_kernels")
 
 
 def measure_rates(cpullm, formats, thread_counts, isa, decode_shape, set_mib, step_tokens=(1,), repetitions=3):

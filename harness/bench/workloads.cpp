@@ -35,8 +35,6 @@ SyntheticShape workload_shape(const std::string& path, const std::string& name, 
 
 }  // namespace
 
-std::string default_workloads_path() { return CPULLM_WORKLOADS_FILE; }
-
 std::vector<Workload> read_workloads(const std::string& path) {
   const std::string text = read_input_file(path, "the workloads file", 1 << 20);
   nlohmann::json doc;

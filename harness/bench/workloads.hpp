@@ -23,9 +23,6 @@ struct Workload {
   int repetitions = 1;
 };
 
-// suites/workloads.json in the source tree (compiled in).
-std::string default_workloads_path();
-
 // Every workload in the file; Errors name the file and the workload.
 std::vector<Workload> read_workloads(const std::string& path);
 

@@ -172,9 +172,20 @@ int64_t ResultsDb::begin_run(const std::string& kind, const std::string& command
 }
 
 int64_t ResultsDb::begin_run(const std::string& kind, const std::string& command, const HostInfo& host) {
-  const std::vector<SqlValue> values = {kind, command, utc_timestamp(), std::string(build_git_commit()), host.hostname,
-                                        host.cpu_model, host.cores, host.sockets, host.numa_nodes, host.memory_bytes,
-                                        host.kernel, host.isa_level, host.governor, host.fingerprint};
+  RunRecord run;
+  run.kind = kind;
+  run.command = command;
+  run.started_at = utc_timestamp();
+  run.git_commit = build_git_commit();
+  run.host = host;
+  return add_run(run);
+}
+
+int64_t ResultsDb::add_run(const RunRecord& run) {
+  const HostInfo& host = run.host;
+  const std::vector<SqlValue> values = {run.kind, run.command, run.started_at, to_sql(run.git_commit),
+                                        host.hostname, host.cpu_model, host.cores, host.sockets, host.numa_nodes,
+                                        host.memory_bytes, host.kernel, host.isa_level, host.governor, host.fingerprint};
   const auto rows = connection_->query(
       "INSERT INTO runs (kind, command, started_at, git_commit, host, cpu_model, cores, sockets, numa_nodes, "
       "memory_bytes, kernel, isa_level, governor, fingerprint) VALUES (" + placeholders(values.size()) + ") RETURNING id",
@@ -213,9 +224,9 @@ int64_t ResultsDb::add_result(int64_t run_id, const ResultRecord& result) {
   return result_id;
 }
 
-void ResultsDb::finish_run(int64_t run_id) {
+void ResultsDb::finish_run(int64_t run_id, const std::string& at) {
   run(run_id);  // an Error when there is no such run
-  connection_->query("UPDATE runs SET finished_at = ? WHERE id = ? AND finished_at IS NULL", {utc_timestamp(), run_id});
+  connection_->query("UPDATE runs SET finished_at = ? WHERE id = ? AND finished_at IS NULL", {at.empty() ? utc_timestamp() : at, run_id});
 }
 
 std::optional<RunRecord> ResultsDb::find_unfinished_run(const std::string& kind, const std::string& command) {

@@ -112,11 +112,15 @@ class ResultsDb {
   // A new unfinished run on this host (detect_host()) with this build's git commit.
   int64_t begin_run(const std::string& kind, const std::string& command);
   int64_t begin_run(const std::string& kind, const std::string& command, const HostInfo& host);
+  // A run as given (cpullm db import): every field of `run` but its id and finished_at (a new run
+  // is unfinished: finish_run() once its points are in). Returns the new run's id.
+  int64_t add_run(const RunRecord& run);
   // Stores one point with its samples and regions in one transaction: when this returns the
   // point is committed and visible to every other connection. Returns the result's id.
   // A case_name the run already has is an Error (names must be unique within a run).
   int64_t add_result(int64_t run_id, const ResultRecord& result);
-  void finish_run(int64_t run_id);
+  // at: when it finished (ISO 8601 UTC, what an import was given); empty: now.
+  void finish_run(int64_t run_id, const std::string& at = "");
 
   // The last unfinished run of this kind and command line on this host (same hostname and
   // fingerprint: a server sharing a PostgreSQL database never resumes another's run).

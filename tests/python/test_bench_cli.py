@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """End-to-end checks of `cpullm bench` on a tiny synthetic model (seconds, not a benchmark).
 
 Every output format read back by its own parser (json, jsonl, csv, sql through sqlite3, the
@@ -12,8 +11,6 @@ TTFT <= end to end, batching happens, the rate search answers), the multi-proces
 sharing (and its database row), --roof-pairs pairing every counted decode step with a read of
 memory (the step's weight bytes counted independently here), and bad flags ending in one clear
 error.
-
-Usage: test_bench_cli.py --cpullm BIN --workdir DIR
 """
 import csv
 import io
@@ -21,11 +18,12 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 
-from cli_checks import check, expect_error, parse_context, run, run_checks, write_tiny_model
+import pytest
+
+from cli_checks import expect_error, run, write_tiny_model
 
 LLAMA_BENCH_FIELDS = ["build_commit", "cpu_info", "backends", "model_filename", "model_type", "model_size",
                       "model_n_params", "n_batch", "n_threads", "type_k", "type_v", "n_prompt", "n_gen", "test_time",
@@ -43,13 +41,11 @@ def bench_json(ctx, *args):
     return json.loads(bench(ctx, *args, "-o", "json").stdout)
 
 
-@check
-def tiny_model(ctx):
+def test_tiny_model(ctx):
     write_tiny_model(ctx.cpullm, ctx.tiny)
 
 
-@check
-def json_has_llama_bench_fields_and_every_test(ctx):
+def test_json_has_llama_bench_fields_and_every_test(ctx):
     records = bench_json(ctx, "-p", "8,16", "-n", "4", "-r", "2")
     assert [(r["n_prompt"], r["n_gen"]) for r in records] == [(8, 0), (16, 0), (0, 4)], records
     for r in records:
@@ -67,8 +63,7 @@ def json_has_llama_bench_fields_and_every_test(ctx):
     assert abs(pp["samples_ts"][0] - expected) < 1e-6 * expected, (pp["samples_ts"], expected)
 
 
-@check
-def ranges_and_lists_run_every_combination(ctx):
+def test_ranges_and_lists_run_every_combination(ctx):
     lines = run([ctx.cpullm, "bench", "-m", ctx.tiny, "-p", "4-16*2", "-n", "0", "-t", "1,2", "-r", "1", "-o", "jsonl"]).stdout.splitlines()
     records = [json.loads(line) for line in lines]
     assert [(r["n_threads"], r["n_prompt"]) for r in records] == [(1, 4), (1, 8), (1, 16), (2, 4), (2, 8), (2, 16)]
@@ -78,8 +73,7 @@ def ranges_and_lists_run_every_combination(ctx):
     assert abs(records[3]["samples_ts"][0] * records[3]["samples_ns"][0] / 1e9 - 3 * 10) < 1e-6
 
 
-@check
-def llama_bench_numa_modes_map_onto_cpullm(ctx):
+def test_llama_bench_numa_modes_map_onto_cpullm(ctx):
     for mode, binding in [("distribute", "numa"), ("isolate", "compact"), ("numactl", "none")]:
         [r] = bench_json(ctx, "-p", "8", "-n", "0", "-r", "1", "--numa", mode)
         # On one NUMA node a numa binding reduces to what the machine offers; the mode is kept.
@@ -90,15 +84,13 @@ def llama_bench_numa_modes_map_onto_cpullm(ctx):
             assert r["cpuset"], r  # the CPUs of the node the process started on
 
 
-@check
-def csv_reads_back(ctx):
+def test_csv_reads_back(ctx):
     rows = list(csv.DictReader(io.StringIO(bench(ctx, "-p", "8", "-n", "4", "-r", "1", "-o", "csv").stdout)))
     assert len(rows) == 2 and rows[0]["n_prompt"] == "8" and rows[1]["n_gen"] == "4", rows
     assert "samples_ns" not in rows[0] and float(rows[0]["avg_ts"]) > 0  # arrays are left out, as llama-bench
 
 
-@check
-def sql_loads_into_sqlite(ctx):
+def test_sql_loads_into_sqlite(ctx):
     sql = bench(ctx, "-p", "8", "-n", "4", "-r", "1", "-o", "sql").stdout
     db = sqlite3.connect(":memory:")
     db.executescript(sql)
@@ -106,8 +98,7 @@ def sql_loads_into_sqlite(ctx):
     assert [(r[0], r[1]) for r in rows] == [(8, 0), (0, 4)] and rows[0][2] > 0 and rows[0][3] == ctx.tiny, rows
 
 
-@check
-def markdown_table(ctx):
+def test_markdown_table(ctx):
     lines = bench(ctx, "-p", "8", "-n", "4", "-r", "1", "-b", "4,8").stdout.splitlines()
     assert lines[0].startswith("| model | size | params | backend | threads | isa | n_batch |"), lines[0]
     assert "| test | t/s |" in lines[0] and len(lines) == 2 + 4, lines
@@ -115,8 +106,7 @@ def markdown_table(ctx):
     assert " ± " in lines[2]
 
 
-@check
-def workloads_write_their_models(ctx):
+def test_workloads_write_their_models(ctx):
     for name, n_seq, fmt in [("ci-tiny", 1, "f32"), ("ci-tiny-batch", 4, "q8_0")]:
         proc = run([ctx.cpullm, "bench", "--workload", name, "--workload-dir", ctx.workdir, "-t", "1", "-o", "json"])
         [r] = json.loads(proc.stdout)
@@ -124,8 +114,7 @@ def workloads_write_their_models(ctx):
         assert os.path.isfile(os.path.join(ctx.workdir, f"{name}-{fmt}.gguf"))
 
 
-@check
-def config_file_takes_long_option_names(ctx):
+def test_config_file_takes_long_option_names(ctx):
     config = os.path.join(ctx.workdir, "bench.toml")
     with open(config, "w") as f:
         f.write('n-prompt = ["0"]\nn-gen = ["3"]\nrepetitions = 1\noutput = "json"\nkv-type = ["f16"]\n')
@@ -133,20 +122,18 @@ def config_file_takes_long_option_names(ctx):
     assert (r["test"], len(r["samples_ns"]), r["kv_type"]) == ("tg3", 1, "f16"), r
 
 
-@check
-def cold_start_drops_the_page_cache(ctx):
+def test_cold_start_drops_the_page_cache(ctx):
     [r] = bench_json(ctx, "-p", "8", "-n", "0", "-r", "2", "--cold")
     assert r["cold"] and r["ttft_ms"] > 0
-    return f"cold TTFT {r['ttft_ms']:.2f} ms; notes: {r['notes'] or 'none'}"
+    print(f"cold TTFT {r['ttft_ms']:.2f} ms; notes: {r['notes'] or 'none'}")
 
 
-@check
-def injected_delay_raises_time_per_token(ctx):
+def test_injected_delay_raises_time_per_token(ctx):
     delay = 25
     plain, slowed = [bench_json(ctx, "-p", "0", "-n", "6", "-r", "2", "--inject-delay-ms", str(d))[0] for d in (0, delay)]
     added = slowed["tpot_ms"] - plain["tpot_ms"]
     assert 0.9 * delay < added < 1.5 * delay + 5, (plain["tpot_ms"], slowed["tpot_ms"])
-    return f"tpot {plain['tpot_ms']:.2f} -> {slowed['tpot_ms']:.2f} ms with {delay} ms injected"
+    print(f"tpot {plain['tpot_ms']:.2f} -> {slowed['tpot_ms']:.2f} ms with {delay} ms injected")
 
 
 def results_rows(path, run_id=None):
@@ -155,8 +142,7 @@ def results_rows(path, run_id=None):
     return db.execute(f"SELECT run_id, case_name, n_prompt, n_gen, avg_ts FROM results{where} ORDER BY id").fetchall()
 
 
-@check
-def db_stores_every_point_and_resume_finishes_a_killed_run(ctx):
+def test_db_stores_every_point_and_resume_finishes_a_killed_run(ctx):
     path = os.path.join(ctx.workdir, "results.db")
     for leftover in [path, path + "-wal", path + "-shm"]:
         if os.path.exists(leftover):
@@ -207,8 +193,7 @@ def stored_point(path):
     return dict(result), json.loads(result["metrics_json"]), samples, regions
 
 
-@check
-def db_stores_every_region_from_an_extra_instrumented_repetition(ctx):
+def test_db_stores_every_region_from_an_extra_instrumented_repetition(ctx):
     path = fresh_db(ctx, "regions.db")
     delay_ms = 30  # in the timed repetitions only: the instrumented one sleeps in no region, so it skips the delay
     out = bench(ctx, "-p", "0", "-n", "0", "-pg", "8,4", "-r", "2", "--inject-delay-ms", str(delay_ms), "-o", "json",
@@ -242,7 +227,7 @@ def db_stores_every_region_from_an_extra_instrumented_repetition(ctx):
     bench(ctx, "-p", "8", "-n", "0", "-r", "1", "--db", path, "--no-regions")
     _, metrics, _, regions = stored_point(path)
     assert not regions and "profile_seconds" not in metrics and "roof_flops_per_s" not in metrics, (regions, metrics)
-    return note
+    print(note)
 
 
 class FakePowercap:
@@ -287,8 +272,7 @@ class FakePowercap:
         self.thread.join()
 
 
-@check
-def energy_from_rapl_or_why_not(ctx):
+def test_energy_from_rapl_or_why_not(ctx):
     # The machine the test runs on first: RAPL's joules, or NULL and the reason (a VM may have no
     # /sys/class/powercap).
     path = fresh_db(ctx, "energy-host.db")
@@ -332,11 +316,10 @@ def energy_from_rapl_or_why_not(ctx):
                    capture_output=True, check=True, timeout=300, env=dict(os.environ, CPULLM_POWERCAP_ROOT=empty))
     result, metrics, _, _ = stored_point(path)
     assert result["energy_j"] is None and "no intel-rapl package or dram zone" in metrics["energy_unavailable"], metrics
-    return f"{measured}; {host_note}"
+    print(f"{measured}; {host_note}")
 
 
-@check
-def load_scenario_accounting(ctx):
+def test_load_scenario_accounting(ctx):
     records = bench_json(ctx, "--load", "-pg", "16,6", "-np", "3", "--rate", "400", "--requests", "12")
     [r] = records
     ttft, e2e = r["ttft_samples_ms"], r["e2e_samples_ms"]
@@ -345,11 +328,10 @@ def load_scenario_accounting(ctx):
     assert r["ttft_p50_ms"] <= r["ttft_p99_ms"] and r["tpot_p50_ms"] <= r["tpot_p99_ms"]
     assert r["max_batch_tokens"] > 3, "requests arriving at 400/s should share forward calls"
     assert r["avg_ts"] > 0 and r["bounds_met"] is None
-    return f"{r['forward_calls']} forward calls, largest {r['max_batch_tokens']} tokens, {r['avg_ts']:.0f} gen t/s"
+    print(f"{r['forward_calls']} forward calls, largest {r['max_batch_tokens']} tokens, {r['avg_ts']:.0f} gen t/s")
 
 
-@check
-def load_rate_search(ctx):
+def test_load_rate_search(ctx):
     path = os.path.join(ctx.workdir, "load.db")
     if os.path.exists(path):
         os.remove(path)
@@ -363,11 +345,10 @@ def load_rate_search(ctx):
     rates = [r["rate"] for r in records if r["test"] == "load"]
     assert len(rates) == len(set(rates)), rates  # the search reuses the runs it has
     assert len(results_rows(path)) == len(records), "every run and the answer are stored"
-    return f"highest rate meeting 1 s bounds: {best[0]['rate']:.4g} req/s over {len(records) - 1} runs"
+    print(f"highest rate meeting 1 s bounds: {best[0]['rate']:.4g} req/s over {len(records) - 1} runs")
 
 
-@check
-def multi_process_sharing(ctx):
+def test_multi_process_sharing(ctx):
     model = os.path.join(ctx.workdir, "sharing.gguf")
     run([ctx.cpullm, "gen-model", "--shape", "custom", "--layers", "2", "--dim", "256", "--ffn", "768", "--heads", "4",
          "--vocab", "8000", "--dtype", "f32", "-o", model])
@@ -385,15 +366,14 @@ def multi_process_sharing(ctx):
     result, metrics, _, _ = stored_point(path)
     assert result["test"] == "multiproc" and json.loads(result["config_json"])["processes"] == 2, result
     assert metrics["model_saved_fraction"] == r["model_saved_fraction"], (metrics, r)
-    return f"saved {100 * r['saved_fraction']:.1f}% overall, {100 * r['model_saved_fraction']:.1f}% of the model's pages"
+    print(f"saved {100 * r['saved_fraction']:.1f}% overall, {100 * r['model_saved_fraction']:.1f}% of the model's pages")
 
 
 PAIRED_FIELDS = ["paired_steps", "paired_step_bytes", "paired_decode_gbs", "paired_read_gbs", "paired_roof_share",
                  "paired_roof_share_p50"]
 
 
-@check
-def roof_pairs_pair_every_decode_step(ctx):
+def test_roof_pairs_pair_every_decode_step(ctx):
     tensors = json.loads(run([ctx.cpullm, "info", ctx.tiny, "--json"]).stdout)["tensors"]
     embedding = next(t for t in tensors if t["name"] == "token_embd.weight")
     tied = not any(t["name"] == "output.weight" for t in tensors)
@@ -421,11 +401,10 @@ def roof_pairs_pair_every_decode_step(ctx):
     [stored] = bench_json(ctx, "-p", "0", "-n", "3", "-r", "1", "--roof-pairs", "--db", path, "--no-regions")
     _, metrics, _, _ = stored_point(path)
     assert all(metrics[f] == stored[f] for f in PAIRED_FIELDS), (metrics, stored)
-    return f"tg5: {tg['paired_decode_gbs']:.2f} GB/s of weights against {tg['paired_read_gbs']:.1f} GB/s read"
+    print(f"tg5: {tg['paired_decode_gbs']:.2f} GB/s of weights against {tg['paired_read_gbs']:.1f} GB/s read")
 
 
-@check
-def bad_flags_give_one_clear_error(ctx):
+def test_bad_flags_give_one_clear_error(ctx):
     base = [ctx.cpullm, "bench", "-m", ctx.tiny]
     expect_error(base + ["-p", "64-8"], "-p: range '64-8' goes downwards")
     expect_error(base + ["-t", "two"], "-t: 'two' is not a whole number")
@@ -444,11 +423,7 @@ def bad_flags_give_one_clear_error(ctx):
     expect_error([ctx.cpullm, "bench", "-p", "8"], "give a model")
 
 
-def main():
-    ctx = parse_context(__doc__)
+@pytest.fixture(scope="module")
+def ctx(ctx):
     ctx.tiny = os.path.join(ctx.workdir, "tiny.gguf")
-    return run_checks(ctx)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return ctx

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """End-to-end checks of the cpullm command line.
 
 Every subcommand's --help; `info` as text and JSON; `generate` on stories260K reproducing the
@@ -6,21 +5,17 @@ known text through the CLI; seeded sampling; `gen-model` streaming with flat pea
 `quantize` (types and --keep through the CLI, stories260K in F16 still telling its story,
 streaming with flat peak memory); and bad input of every kind ending in one clear error line
 and exit status 1, never a crash.
-
-Usage: test_cli.py --cpullm BIN --shared DIR --workdir DIR
 """
-import argparse
 import json
 import math
 import os
 import re
 import subprocess
-import sys
 
-from cli_checks import check, expect_error, run, run_checks
+import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
-from gguf_reader import DECODED_TYPES, GGML_TYPES, GGUFFile, row_bytes  # noqa: E402  (the independent reader, written from the GGUF spec)
+from cli_checks import expect_error, run
+from gguf_reader import DECODED_TYPES, GGML_TYPES, GGUFFile, row_bytes  # the independent reader, written from the GGUF spec
 
 
 def known_good_story(shared):
@@ -29,8 +24,7 @@ def known_good_story(shared):
     return section.split("```\n", 1)[1].split("\n```", 1)[0]
 
 
-@check
-def help_for_every_subcommand(ctx):
+def test_help_for_every_subcommand(ctx):
     for command, flags in [("generate", ["--prompt", "--temp", "--top-k", "--top-p", "--seed", "--threads", "--ctx-size"]),
                            ("logits", ["--output"]), ("info", ["--json"]),
                            ("gen-model", ["--shape", "--layers", "--kv-heads", "--dtype", "--tied-output"]),
@@ -43,14 +37,12 @@ def help_for_every_subcommand(ctx):
     assert "gen-model" in top and "quantize" in top
 
 
-@check
-def small_synthetic_model(ctx):
+def test_small_synthetic_model(ctx):
     run([ctx.cpullm, "gen-model", "--shape", "custom", "--layers", "2", "--dim", "64", "--ffn", "128", "--heads", "4",
          "--kv-heads", "2", "--vocab", "1000", "--ctx", "64", "--dtype", "bf16", "-o", ctx.small])
 
 
-@check
-def info_text_and_json(ctx):
+def test_info_text_and_json(ctx):
     text = run([ctx.cpullm, "info", ctx.small]).stdout
     assert "GGUF v3" in text and "blk.1.ffn_down.weight" in text and "BF16" in text, text[:500]
     data = json.loads(run([ctx.cpullm, "info", ctx.small, "--json"]).stdout)
@@ -63,8 +55,7 @@ def info_text_and_json(ctx):
     assert data["totals"]["bytes"] == sum(t["bytes"] for t in data["tensors"])
 
 
-@check
-def generate_prints_text_and_timing(ctx):
+def test_generate_prints_text_and_timing(ctx):
     proc = run([ctx.cpullm, "generate", "-m", ctx.small, "-p", "once upon a time", "-n", "12", "--ignore-eos", "-t", "2"])
     assert proc.stdout.startswith("once upon a time"), proc.stdout
     summary = proc.stderr.strip().splitlines()[-1]
@@ -73,16 +64,14 @@ def generate_prints_text_and_timing(ctx):
         assert re.search(pattern, summary), f"{pattern!r} not in {summary!r}"
 
 
-@check
-def stories_greedy_text_through_the_cli(ctx):
+def test_stories_greedy_text_through_the_cli(ctx):
     if not ctx.stories:
-        return "skip: stories260K.gguf not found"
+        pytest.skip("stories260K.gguf not found")
     out = run([ctx.cpullm, "generate", "-m", ctx.stories, "--temp", "0", "-n", "200"]).stdout
     assert out == known_good_story(ctx.shared) + "\n", out
 
 
-@check
-def parallel_sequences_batched(ctx):
+def test_parallel_sequences_batched(ctx):
     # Three copies of the prompt prefilled and decoded together: greedy gives each the text of
     # one sequence alone; sampling gives each its own seed's text. Half-precision caches run too.
     base = [ctx.cpullm, "generate", "-m", ctx.small, "-p", "once upon a time", "-n", "10", "--ignore-eos", "-t", "2"]
@@ -96,21 +85,19 @@ def parallel_sequences_batched(ctx):
     expect_error(base + ["--kv-type", "q4"], "KV cache type 'q4' is not one of f32, f16, bf16")
 
 
-@check
-def seeded_sampling_is_reproducible(ctx):
+def test_seeded_sampling_is_reproducible(ctx):
     if not ctx.stories:
-        return "skip: stories260K.gguf not found"
+        pytest.skip("stories260K.gguf not found")
     def sample(seed):
         return run([ctx.cpullm, "generate", "-m", ctx.stories, "--temp", "1", "--seed", str(seed), "-n", "40"]).stdout
     assert sample(5) == sample(5)
     assert sample(5) != sample(6)
 
 
-@check
-def llama_cpp_quantized_files_run_at_every_isa(ctx):
+def test_llama_cpp_quantized_files_run_at_every_isa(ctx):
     """llama.cpp's Q8_0 file runs greedy at each kernel level; the level shows in the timing line."""
     if not ctx.shared_q8:
-        return "skip: stories260K-q8_0.gguf not found"
+        pytest.skip("stories260K-q8_0.gguf not found")
     for isa in ("scalar", "avx2", "avx512"):
         proc = run([ctx.cpullm, "generate", "-m", ctx.shared_q8, "--temp", "0", "-n", "30", "--isa", isa],
                    expect_ok=False)
@@ -121,8 +108,7 @@ def llama_cpp_quantized_files_run_at_every_isa(ctx):
         assert f"kernels {isa}" in proc.stderr.strip().splitlines()[-1], proc.stderr
 
 
-@check
-def eval_quant_scores_formats(ctx):
+def test_eval_quant_scores_formats(ctx):
     proc = run([ctx.cpullm, "eval-quant", "-m", ctx.small, "--formats", "q8_0,q4_0", "--window", "64", "--json"])
     results = json.loads(proc.stdout)
     assert [r["format"] for r in results] == ["source", "q8_0", "q4_0"], results
@@ -136,11 +122,10 @@ def eval_quant_scores_formats(ctx):
                  "cannot open the evaluation text")
 
 
-@check
-def generate_binds_threads(ctx):
+def test_generate_binds_threads(ctx):
     """The plan is applied: the OS's own account of each thread's CPUs is printed."""
     if (os.cpu_count() or 1) < 2:
-        return "skip: needs two CPUs"
+        pytest.skip("needs two CPUs")
     def bound(*flags):
         proc = run([ctx.cpullm, "generate", "-m", ctx.small, "-n", "2", *flags])
         return next(line for line in proc.stderr.splitlines() if line.startswith("cpullm: threads (bind"))
@@ -152,8 +137,7 @@ def generate_binds_threads(ctx):
                  "usable core")
 
 
-@check
-def logits_writes_npy(ctx):
+def test_logits_writes_npy(ctx):
     out = os.path.join(ctx.workdir, "l.npy")
     proc = run([ctx.cpullm, "logits", "-m", ctx.small, "-p", "the ball", "-o", out])
     ids = [int(t) for t in proc.stdout.split(":", 1)[1].split()]
@@ -163,8 +147,7 @@ def logits_writes_npy(ctx):
     assert len(raw) - (10 + int.from_bytes(raw[8:10], "little")) == 3 * 1000 * 4
 
 
-@check
-def logits_same_with_a_thread_team_regions_or_one_thread(ctx):
+def test_logits_same_with_a_thread_team_regions_or_one_thread(ctx):
     """A forward pass runs as one thread team; OMP_WAIT_POLICY=passive makes every parallel op an
     OpenMP region instead (engine/kernels/parallel.hpp). Every output is one thread's sum either
     way: the prompt's logits are the same bytes, and the same as one thread's."""
@@ -182,8 +165,7 @@ def logits_same_with_a_thread_team_regions_or_one_thread(ctx):
     assert results[0] == results[1] == results[2], "logits differ between a team, regions and one thread"
 
 
-@check
-def gen_model_memory_does_not_grow_with_layers(ctx):
+def test_gen_model_memory_does_not_grow_with_layers(ctx):
     """Streaming: writing three layers of LLaMA-7B width peaks no higher than writing one."""
     peaks = []
     for layers in ("1", "3"):
@@ -195,11 +177,10 @@ def gen_model_memory_does_not_grow_with_layers(ctx):
         os.remove(path)
     assert size > 1000 * 2**20, size  # three layers at 7B width: over a gigabyte written
     assert peaks[1] < peaks[0] + 16 and peaks[1] < 64, peaks
-    return f"peak resident MiB for 1 and 3 layers: {peaks}"
+    print(f"peak resident MiB for 1 and 3 layers: {peaks}")
 
 
-@check
-def quantize_types_and_keep(ctx):
+def test_quantize_types_and_keep(ctx):
     """The small BF16 model to Q4_0, keeping block 0 and every ffn_up: the types `info` then lists."""
     out = os.path.join(ctx.workdir, "small-q4_0.gguf")
     proc = run([ctx.cpullm, "quantize", ctx.small, out, "--type", "q4_0", "--keep", "first,blk.*.ffn_up.weight"])
@@ -222,8 +203,7 @@ def quantize_types_and_keep(ctx):
     assert data["metadata"]["tokenizer.ggml.tokens"]["value"][1] == "<s>"
 
 
-@check
-def quantize_r8_is_the_plain_format_interleaved(ctx):
+def test_quantize_r8_is_the_plain_format_interleaved(ctx):
     """q4_0-r8 and q8_0-r8 write Q4_0's and Q8_0's values with rows interleaved in groups of 8:
     matrices of whole groups become CPULLM_Q4_0_R8 / CPULLM_Q8_0_R8 (the output layer Q8_0, as
     under q4_0, interleaved too), and the model computes what the plain file computes: the same
@@ -276,8 +256,7 @@ def ggml_reader_verdict(g):
     return "accepted"
 
 
-@check
-def cpullm_types_are_refused_by_ggml_readers(ctx):
+def test_cpullm_types_are_refused_by_ggml_readers(ctx):
     """cpullm's own layouts (per-channel INT8, rows interleaved in eights, Top-K sparse) carry type
     numbers far outside ggml's range, so llama.cpp-style readers refuse such a file cleanly instead
     of misreading it (Q4_0_R8 has Q4_0's size: under Q4_0's number it would load as garbage), and
@@ -306,21 +285,19 @@ def cpullm_types_are_refused_by_ggml_readers(ctx):
                 assert f"tensor {name}: ggml type {gtype} not supported" in str(e), e
 
 
-@check
-def quantized_stories_f16_tells_the_same_first_sentence(ctx):
+def test_quantized_stories_f16_tells_the_same_first_sentence(ctx):
     """F16 weights are not the F32 ones, so only the first sentence must survive for sure."""
     if not ctx.stories:
-        return "skip: stories260K.gguf not found"
+        pytest.skip("stories260K.gguf not found")
     out = os.path.join(ctx.workdir, "stories-f16.gguf")
     run([ctx.cpullm, "quantize", ctx.stories, out, "--type", "f16"])
     text = run([ctx.cpullm, "generate", "-m", out, "--temp", "0", "-n", "200"]).stdout
     first = "Once upon a time, there was a little girl named Lily."
     assert text.startswith(first), text
-    return "all 200 tokens as in F32" if text == known_good_story(ctx.shared) + "\n" else "first sentence as in F32"
+    print("all 200 tokens as in F32" if text == known_good_story(ctx.shared) + "\n" else "first sentence as in F32")
 
 
-@check
-def quantize_memory_stays_flat(ctx):
+def test_quantize_memory_stays_flat(ctx):
     """Streaming: quantizing three layers at LLaMA-7B width (1.2 GB) peaks at a few MiB."""
     source = os.path.join(ctx.workdir, "wide-f16.gguf")
     out = os.path.join(ctx.workdir, "wide-q8_0.gguf")
@@ -338,11 +315,10 @@ def quantize_memory_stays_flat(ctx):
     peak = float(re.search(r"peak resident ([\d.]+) MiB", proc.stderr).group(1))
     assert size > 1000 * 2**20, size
     assert peak < 64, f"peak resident {peak} MiB quantizing a {size / 2**20:.0f} MiB file"
-    return f"peak resident {peak} MiB for a {size / 2**20:.0f} MiB input"
+    print(f"peak resident {peak} MiB for a {size / 2**20:.0f} MiB input")
 
 
-@check
-def bad_input_is_one_clear_error(ctx):
+def test_bad_input_is_one_clear_error(ctx):
     missing = os.path.join(ctx.workdir, "missing.gguf")
     proc = run([ctx.cpullm, "info", missing], expect_ok=False)
     assert proc.returncode != 0 and "missing.gguf" in proc.stderr, proc.stderr
@@ -376,20 +352,9 @@ def bad_input_is_one_clear_error(ctx):
     expect_error([ctx.cpullm, "generate", "-m", ctx.small, "--isa", "avx1024"], "unknown ISA 'avx1024'")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cpullm", required=True)
-    ap.add_argument("--shared", required=True)
-    ap.add_argument("--workdir", required=True)
-    ctx = ap.parse_args()
-    os.makedirs(ctx.workdir, exist_ok=True)
+@pytest.fixture(scope="module")
+def ctx(ctx):
     ctx.small = os.path.join(ctx.workdir, "small.gguf")
     found = lambda name: os.path.join(ctx.shared, name) if os.path.isfile(os.path.join(ctx.shared, name)) else None
     ctx.stories, ctx.shared_q8 = found("stories260K.gguf"), found("stories260K-q8_0.gguf")
-    if not ctx.stories:
-        print(f"note: {ctx.shared}/stories260K.gguf not found: the checks that need it are skipped")
-    return run_checks(ctx)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return ctx

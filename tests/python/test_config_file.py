@@ -1,22 +1,24 @@
-#!/usr/bin/python3
 """`--config FILE` of generate and bench, on a tiny synthetic model: the file `cpullm sweep`
 writes (tuning/results.py's writer) read back by both commands and applied, its [bench]
 section by bench alone; a [generate] section; the command line winning over the file and a
 section over the top level; and malformed files (TOML that a strict parser refuses, an unknown
 section or key, a byte-order mark inside a key, a NUL byte, a FIFO) each refused with one
 `cpullm: error: FILE: ...` line naming the key where there is one.
-
-Usage: test_config_file.py --cpullm BIN --workdir DIR
 """
 import json
 import os
-import sys
 
-from cli_checks import check, expect_error, parse_context, run, run_checks, write_tiny_model
+import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tuning"))
+from cli_checks import expect_error, run, write_tiny_model
+from tuning import results as res
 
-import results as res  # noqa: E402
+
+@pytest.fixture(scope="module")
+def ctx(ctx):
+    ctx.tiny = os.path.join(ctx.workdir, "tiny.gguf")
+    write_tiny_model(ctx.cpullm, ctx.tiny)
+    return ctx
 
 
 def write(ctx, name, content):
@@ -35,13 +37,7 @@ def generate(ctx, *args):
     return run([ctx.cpullm, "generate", "-p", "Once", "-n", "2", "--temp", "0", *args]).stderr
 
 
-@check
-def tiny_model(ctx):
-    write_tiny_model(ctx.cpullm, ctx.tiny)
-
-
-@check
-def sweep_config_read_by_bench_and_generate(ctx):
+def test_sweep_config_read_by_bench_and_generate(ctx):
     path = os.path.join(ctx.workdir, "best.toml")
     point = {"threads": 2, "bind": "compact", "kv_type": "f16", "sequences": 2, "placement": "interleave", "batch": 8}
     res.write_config(path, ctx.tiny, point, ["cpullm sweep: best for throughput"])
@@ -55,8 +51,7 @@ def sweep_config_read_by_bench_and_generate(ctx):
     assert "| 2 threads" in stderr and "2 sequences" in stderr, stderr
 
 
-@check
-def command_line_wins_then_the_section(ctx):
+def test_command_line_wins_then_the_section(ctx):
     path = write(ctx, "layers.toml", f'model = "{ctx.tiny}"\nthreads = 1\nkv-type = "f32"\n\n'
                                      '[bench]\nthreads = 2\n\n[generate]\nnp = 3\n')
     row = bench_row(ctx, "--config", path)
@@ -67,14 +62,12 @@ def command_line_wins_then_the_section(ctx):
     assert "3 sequences" in stderr, stderr  # [generate] applies to generate
 
 
-@check
-def byte_order_mark_at_the_start_is_skipped(ctx):
+def test_byte_order_mark_at_the_start_is_skipped(ctx):
     path = write(ctx, "bom.toml", b"\xef\xbb\xbfthreads = 2\n")
     assert bench_row(ctx, "-m", ctx.tiny, "--config", path)["n_threads"] == 2
 
 
-@check
-def malformed_files_are_refused_naming_file_and_key(ctx):
+def test_malformed_files_are_refused_naming_file_and_key(ctx):
     cases = [
         ("genrate.toml", "[genrate]\nthreads = 2\n", ["[genrate] is not a section", "[bench] and [generate]"]),
         ("key.toml", "thread = 2\n", ["'thread' is not an option of cpullm bench"]),
@@ -106,12 +99,3 @@ def malformed_files_are_refused_naming_file_and_key(ctx):
     expect_error([ctx.cpullm, "bench", "-m", ctx.tiny, "--config", fifo], f"{fifo}: not a regular file")
     expect_error([ctx.cpullm, "generate", "-m", ctx.tiny, "--config", os.path.join(ctx.workdir, "absent.toml")], "absent.toml")
 
-
-def main():
-    ctx = parse_context(__doc__)
-    ctx.tiny = os.path.join(ctx.workdir, "tiny.gguf")
-    sys.exit(run_checks(ctx))
-
-
-if __name__ == "__main__":
-    main()

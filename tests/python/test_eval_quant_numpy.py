@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """`cpullm eval-quant`'s figures recomputed by the independent numpy model (tests/reference).
 
 On stories260K and the first story of the project's evaluation text, in windows of 64 tokens:
@@ -16,22 +15,18 @@ by up to ~0.3 (perturbing numpy's own inputs by 1e-6 relative does the same). Me
 text: perplexity within 0.14%, KL within 0.4%, top-1 agreement equal; the test allows 0.5%, 5% and
 3 positions in 100. Numpy without the activation quantization puts Q8_0's KL at half the
 engine's, so the 5% does tell the two apart.
-Exit 0 pass, 1 fail, 77 (ctest: skipped) without the model.
-
-Usage: test_eval_quant_numpy.py --cpullm BIN --shared DIR --workdir DIR
+Skipped without the model.
 """
-import argparse
 import json
 import os
 import subprocess
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
-from llama_reference import LlamaModel, forward  # noqa: E402
+import pytest
 
-SKIPPED = 77
+from llama_reference import LlamaModel, forward
+
 WINDOW = 64
 FORMATS = ("bf16", "q8_0", "q4_0", "int8-channel")
 FLOAT_FORMATS = ("source", "bf16")
@@ -68,50 +63,33 @@ def numpy_scores(paths, bos, text_tokens):
                    "mean_kl": kl[name] / positions, "top1_agreement": agree[name] / positions} for name in paths}
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cpullm", required=True)
-    ap.add_argument("--shared", required=True)
-    ap.add_argument("--workdir", required=True)
-    args = ap.parse_args()
-    source = os.path.join(args.shared, "stories260K.gguf")
+@pytest.fixture(scope="module")
+def scores(ctx):
+    """(engine's rows by format, numpy's scores by format) on the first story of the text."""
+    source = os.path.join(ctx.shared, "stories260K.gguf")
     if not os.path.isfile(source):
-        print(f"SKIP: {source} not found")
-        return SKIPPED
-    os.makedirs(args.workdir, exist_ok=True)
+        pytest.skip(f"{source} not found")
     text = open(TEXT, encoding="utf-8").read().split("\n\n")[0]  # the first story: 135 tokens
-    text_path = os.path.join(args.workdir, "text.txt")
+    text_path = os.path.join(ctx.workdir, "text.txt")
     with open(text_path, "w", encoding="utf-8") as f:
         f.write(text)
-
     run = lambda cmd: subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    engine = json.loads(run([args.cpullm, "eval-quant", "-m", source, "--formats", ",".join(FORMATS), "--text", text_path,
-                             "--window", str(WINDOW), "--files", args.workdir, "--json"]))
-    logits_out = run([args.cpullm, "logits", "-m", source, "-p", text, "-o", os.path.join(args.workdir, "text.npy")])
+    engine = json.loads(run([ctx.cpullm, "eval-quant", "-m", source, "--formats", ",".join(FORMATS), "--text", text_path,
+                             "--window", str(WINDOW), "--files", ctx.workdir, "--json"]))
+    logits_out = run([ctx.cpullm, "logits", "-m", source, "-p", text, "-o", os.path.join(ctx.workdir, "text.npy")])
     ids = next([int(t) for t in line[len("tokens:"):].split()] for line in logits_out.splitlines() if line.startswith("tokens:"))
-    paths = {"source": source, **{name: os.path.join(args.workdir, f"{name}.gguf") for name in FORMATS}}
-    reference = numpy_scores(paths, ids[0], ids[1:])
-
-    failed = 0
-    for row in engine:
-        name, ref = row["format"], reference[row["format"]]
-        exact = name in FLOAT_FORMATS
-        problems = []
-        if row["positions"] != ref["positions"]:
-            problems.append(f"positions {row['positions']} against {ref['positions']}")
-        if abs(row["perplexity"] / ref["perplexity"] - 1) > (1e-5 if exact else 5e-3):
-            problems.append("perplexity")
-        if abs(row["mean_kl"] - ref["mean_kl"]) > (1e-6 + 1e-3 * ref["mean_kl"] if exact else 0.05 * ref["mean_kl"]):
-            problems.append("mean KL")
-        if abs(row["top1_agreement"] - ref["top1_agreement"]) > (0 if exact else 0.03):
-            problems.append("top-1 agreement")
-        print(("FAIL " if problems else "PASS ") + f"{name}: perplexity {row['perplexity']:.5f} (numpy {ref['perplexity']:.5f}), "
-              f"mean KL {row['mean_kl']:.6f} ({ref['mean_kl']:.6f}), top-1 {row['top1_agreement']:.3f} "
-              f"({ref['top1_agreement']:.3f}) over {row['positions']} positions" + (": " + ", ".join(problems) if problems else ""))
-        failed += bool(problems)
-    print(f"{len(engine) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    paths = {"source": source, **{name: os.path.join(ctx.workdir, f"{name}.gguf") for name in FORMATS}}
+    return {row["format"]: row for row in engine}, numpy_scores(paths, ids[0], ids[1:])
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+@pytest.mark.parametrize("name", ("source",) + FORMATS)
+def test_engine_scores_match_numpy(scores, name):
+    engine, reference = scores
+    row, ref = engine[name], reference[name]
+    exact = name in FLOAT_FORMATS
+    print(f"{name}: perplexity {row['perplexity']:.5f} (numpy {ref['perplexity']:.5f}), mean KL {row['mean_kl']:.6f} "
+          f"({ref['mean_kl']:.6f}), top-1 {row['top1_agreement']:.3f} ({ref['top1_agreement']:.3f}) over {row['positions']} positions")
+    assert row["positions"] == ref["positions"]
+    assert abs(row["perplexity"] / ref["perplexity"] - 1) <= (1e-5 if exact else 5e-3), "perplexity"
+    assert abs(row["mean_kl"] - ref["mean_kl"]) <= (1e-6 + 1e-3 * ref["mean_kl"] if exact else 0.05 * ref["mean_kl"]), "mean KL"
+    assert abs(row["top1_agreement"] - ref["top1_agreement"]) <= (0 if exact else 0.03), "top-1 agreement"

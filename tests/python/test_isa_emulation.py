@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """One binary for every CPU: cpullm runs on an emulated AVX2-only CPU (qemu-user's Broadwell,
 the Xeon E5 v4's core, which has no AVX-512) and gives the same tokens as the AVX2 kernels on
 this machine. A binary that used AVX-512 outside the dispatched kernels would die of SIGILL.
@@ -12,18 +11,15 @@ interleaved in eights (`quantize --type q8_0-r8`, `q4_0-r8`, written to a tempor
   - for F32 that text is the known-good story;
   - forcing avx512 under Broadwell is a clear error, not a crash.
 
-Usage: test_isa_emulation.py --cpullm BIN --shared DIR
-Exit 77 (ctest: skipped) without qemu-user or the models.
+Skipped without qemu-user or the models.
 """
-import argparse
 import os
 import shutil
 import subprocess
-import sys
-import tempfile
+
+import pytest
 
 QEMU = ["qemu-x86_64", "-cpu", "Broadwell"]
-SKIPPED = 77
 PROMPT = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park."
 
 
@@ -36,54 +32,38 @@ def generate(cmd, model, isa=None, prompt=None):
     return subprocess.run(cmd + args, capture_output=True, text=True, env=env, timeout=600)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cpullm", required=True)
-    ap.add_argument("--shared", required=True)
-    args = ap.parse_args()
+MODELS = ("stories260K", "stories260K-q8_0", "stories260K-q4_0", "stories260K-q8_0-r8", "stories260K-q4_0-r8")
+
+
+@pytest.fixture(scope="module")
+def models(ctx):
+    """Model name -> path: the shared files, and the interleaved layouts quantized from F32."""
     if not shutil.which(QEMU[0]):
-        print("SKIP: qemu-x86_64 not installed (Debian package qemu-user; scripts/setup installs it)")
-        return SKIPPED
-    models = [os.path.join(args.shared, f"stories260K{suffix}.gguf") for suffix in ("", "-q8_0", "-q4_0")]
-    if not all(os.path.isfile(m) for m in models):
-        print(f"SKIP: stories260K models not found in {args.shared}")
-        return SKIPPED
-    readme = open(os.path.join(args.shared, "README.md"), encoding="utf-8").read()
-    known = readme[readme.index("## Known-good output"):].split("```\n", 1)[1].split("\n```", 1)[0]
-
-    scratch = tempfile.TemporaryDirectory()
+        pytest.skip("qemu-x86_64 not installed (Debian package qemu-user; scripts/setup installs it)")
+    paths = {name: os.path.join(ctx.shared, f"{name}.gguf") for name in MODELS[:3]}
+    if not all(os.path.isfile(p) for p in paths.values()):
+        pytest.skip(f"stories260K models not found in {ctx.shared}")
     for layout in ("q8_0-r8", "q4_0-r8"):
-        interleaved = os.path.join(scratch.name, f"stories260K-{layout}.gguf")
-        subprocess.run([args.cpullm, "quantize", models[0], interleaved, "--type", layout], check=True,
-                       capture_output=True, timeout=120)
-        models.append(interleaved)
-
-    failed = checks = 0
-    for model, prompt in [(m, p) for m in models for p in (None, PROMPT)]:
-        emulated = generate(QEMU + [args.cpullm], model, prompt=prompt)
-        host = generate([args.cpullm], model, "avx2", prompt)
-        name = os.path.basename(model) + (" with a prompt" if prompt else "")
-        checks += 1
-        problems = []
-        if emulated.returncode != 0:
-            problems.append(f"exit {emulated.returncode} under Broadwell: {emulated.stderr.strip()[-300:]}")
-        elif "kernels avx2" not in emulated.stderr:
-            problems.append(f"Broadwell did not select avx2: {emulated.stderr.strip().splitlines()[-1]}")
-        if emulated.stdout != host.stdout:
-            problems.append("tokens differ from the host's avx2 run")
-        if model == models[0] and not prompt and emulated.stdout != known + "\n":
-            problems.append("F32 text is not the known-good story")
-        print(("FAIL " if problems else "PASS ") + name + (": " + "; ".join(problems) if problems else ""))
-        failed += bool(problems)
-
-    forced = generate(QEMU + [args.cpullm], models[0], "avx512")
-    ok = forced.returncode == 1 and "cannot run the avx512 kernels" in forced.stderr
-    print(("PASS" if ok else "FAIL") + f" forcing avx512 under Broadwell: exit {forced.returncode}, "
-          f"{forced.stderr.strip().splitlines()[-1] if forced.stderr.strip() else ''}")
-    failed += not ok
-    print(f"{checks + 1 - failed} passed, {failed} failed")
-    return 1 if failed else 0
+        paths[f"stories260K-{layout}"] = os.path.join(ctx.workdir, f"stories260K-{layout}.gguf")
+        subprocess.run([ctx.cpullm, "quantize", paths["stories260K"], paths[f"stories260K-{layout}"], "--type", layout],
+                       check=True, capture_output=True, timeout=120)
+    return paths
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+@pytest.mark.parametrize("prompt", (None, PROMPT), ids=("from-bos", "with-prompt"))
+@pytest.mark.parametrize("name", MODELS)
+def test_broadwell_picks_avx2_and_matches_the_host(ctx, models, name, prompt):
+    emulated = generate(QEMU + [ctx.cpullm], models[name], prompt=prompt)
+    host = generate([ctx.cpullm], models[name], "avx2", prompt)
+    assert emulated.returncode == 0, f"exit {emulated.returncode} under Broadwell: {emulated.stderr.strip()[-300:]}"
+    assert "kernels avx2" in emulated.stderr, f"Broadwell did not select avx2: {emulated.stderr.strip().splitlines()[-1]}"
+    assert emulated.stdout == host.stdout, "tokens differ from the host's avx2 run"
+    if name == "stories260K" and not prompt:
+        readme = open(os.path.join(ctx.shared, "README.md"), encoding="utf-8").read()
+        known = readme[readme.index("## Known-good output"):].split("```\n", 1)[1].split("\n```", 1)[0]
+        assert emulated.stdout == known + "\n", "F32 text is not the known-good story"
+
+
+def test_forcing_avx512_under_broadwell_is_an_error(ctx, models):
+    forced = generate(QEMU + [ctx.cpullm], models["stories260K"], "avx512")
+    assert forced.returncode == 1 and "cannot run the avx512 kernels" in forced.stderr, forced.stderr

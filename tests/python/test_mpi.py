@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """--numa mpi end to end: tensor parallelism over OpenMPI ranks on this machine.
 
   1. TensorParallel's collectives (the test_numa_mpi gtest binary) under mpirun -np 3;
@@ -8,16 +7,15 @@
   3. each rank has only its share of the model file resident (it reads only its rows);
   4. --placement on a one-node machine reduces to first-touch and says so.
 Ranks run one OpenMP thread each: the machine has two cores. Skips where mpirun is missing.
-
-Usage: test_mpi.py --cpullm BIN --gather-test BIN --shared DIR --workdir DIR
 """
-import argparse
 import os
 import re
 import shutil
-import sys
 
-from cli_checks import check, expect_error, run, run_checks
+import pytest
+
+from cli_checks import expect_error, run
+from conftest import from_env
 
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMP_NUM_THREADS": "1",
            # Plain shared memory between local ranks; no network probing in a sandbox.
@@ -45,22 +43,19 @@ def resident_per_rank(stderr):
     return [float(v) for v in m.group(1).split(",")], float(m.group(2))
 
 
-@check
-def gather(ctx):
+def test_gather(ctx):
     mpirun(3, ctx.gather_test)
 
 
-@check
-def stories260k_same_tokens(ctx):
+def test_stories260k_same_tokens(ctx):
     model = os.path.join(ctx.shared, "stories260K.gguf")
     if not os.path.exists(model):
-        return f"skip: {model} not found"
+        pytest.skip(f"{model} not found")
     text, _ = same_tokens(ctx, model, "-n", "48")
     assert len(text.split()) > 10, text
 
 
-@check
-def synthetic_same_tokens_and_half_the_weights_per_rank(ctx):
+def test_synthetic_same_tokens_and_half_the_weights_per_rank(ctx):
     model = os.path.join(ctx.workdir, "gqa-f16.gguf")
     written = model + ".written"
     run([ctx.cpullm, "gen-model", "--shape", "custom", "--layers", "4", "--dim", "512", "--ffn", "1536", "--heads", "8",
@@ -81,39 +76,27 @@ def synthetic_same_tokens_and_half_the_weights_per_rank(ctx):
     # every rank: 74%.
     for mib in per_rank:
         assert mib < 0.62 * file_mib, f"a rank has {mib} MiB of {file_mib} MiB resident: {ranks.stderr}"
-    return f"model file {file_mib} MiB, resident per rank {per_rank} MiB"
+    print(f"model file {file_mib} MiB, resident per rank {per_rank} MiB")
 
 
-@check
-def placement_on_one_node_is_first_touch(ctx):
+def test_placement_on_one_node_is_first_touch(ctx):
     model = os.path.join(ctx.workdir, "gqa-f16.gguf")
     nodes = len([d for d in os.listdir("/sys/devices/system/node") if re.fullmatch(r"node\d+", d)])
     if nodes != 1:
-        return f"skip: {nodes} NUMA nodes here; the reduction is for one"
+        pytest.skip(f"{nodes} NUMA nodes here; the reduction is for one")
     out = run([ctx.cpullm, "generate", "-m", model, "-n", "2", "--placement", "replicate", "--bind", "compact"]).stderr
     assert "one NUMA node: replicate is first-touch" in out, out
     expect_error([ctx.cpullm, "generate", "-m", model, "-n", "1", "--numa", "mpi", "--placement", "shard"], "choose one")
 
 
-@check
-def bad_numa_value(ctx):
+def test_bad_numa_value(ctx):
     model = os.path.join(ctx.workdir, "gqa-f16.gguf")
     expect_error([ctx.cpullm, "generate", "-m", model, "-n", "1", "--numa", "distribute"], "--numa", "mpi")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cpullm", required=True)
-    ap.add_argument("--gather-test", required=True)
-    ap.add_argument("--shared", required=True)
-    ap.add_argument("--workdir", required=True)
-    ctx = ap.parse_args()
+@pytest.fixture(scope="module")
+def ctx(ctx):
     if shutil.which("mpirun") is None:
-        print("SKIP: mpirun not found (Debian: openmpi-bin)")
-        return 0
-    os.makedirs(ctx.workdir, exist_ok=True)
-    return run_checks(ctx)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        pytest.skip("mpirun not found (Debian: openmpi-bin)")
+    ctx.gather_test = from_env("CPULLM_NUMA_MPI_TESTS")
+    return ctx

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """The results database on a real PostgreSQL server, started and stopped here.
 
 initdb into a temporary folder, the server run as the unprivileged `postgres` user when this
@@ -6,12 +5,9 @@ runs as root, listening on a free loopback port; then every API test of test_res
 Backends/*/postgres cases, which exist only when CPULLM_TEST_POSTGRES_URL is set) and the
 `cpullm db` checks (results_db_checks.py) against it; then a role with a password, reached
 through PGPASSWORD, PGPASSFILE and a conninfo string's password= by bench, db and report, the
-password shown nowhere (stdout, stderr, the stored command, the HTML). Skips (exit 77) only
-when the PostgreSQL server binaries are absent: scripts/setup installs them.
-
-Usage: test_postgres.py --cpullm BIN --api-tests BIN --workdir DIR
+password shown nowhere (stdout, stderr, the stored command, the HTML). Skips only when the
+PostgreSQL server binaries are absent: scripts/setup installs them.
 """
-import argparse
 import glob
 import os
 import pwd
@@ -19,13 +15,13 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 
-from cli_checks import check, run, run_checks, write_tiny_model
-from results_db_checks import ROWS, check_db_cli
+import pytest
 
-SKIP = 77
+from cli_checks import run, write_tiny_model
+from conftest import from_env
+from results_db_checks import RUN, check_db_cli, check_db_import, import_runs
 
 
 def free_port():
@@ -79,22 +75,21 @@ class Server:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-@check
-def api_tests_on_postgres(ctx):
+def test_api_tests_on_postgres(ctx):
     proc = subprocess.run([ctx.api_tests, "--gtest_filter=Backends/*/postgres"], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "CPULLM_TEST_POSTGRES_URL": ctx.server.url})
     passed = re.search(r"\[  PASSED  \] (\d+) test", proc.stdout)
     assert proc.returncode == 0 and passed and int(passed.group(1)) >= 10, proc.stdout[-4000:] + proc.stderr
-    return f"{passed.group(1)} API tests passed on PostgreSQL"
+    print(f"{passed.group(1)} API tests passed on PostgreSQL")
 
 
-@check
-def db_command_on_postgres(ctx):
+def test_db_command_on_postgres(ctx):
     ctx.server.sql("DROP SCHEMA public CASCADE; CREATE SCHEMA public;")
     out = run([ctx.cpullm, "db", "--db", ctx.server.url, "runs"]).stdout  # creates the schema: no runs yet
     assert "no runs in" in out, out
-    ctx.server.sql(ROWS)
+    import_runs(ctx.cpullm, ctx.server.url, RUN)
     check_db_cli(ctx.cpullm, ctx.server.url)
+    check_db_import(ctx.cpullm, ctx.server.url)
 
 
 def cpullm(ctx, *args, **env):
@@ -105,8 +100,7 @@ def cpullm(ctx, *args, **env):
     return proc
 
 
-@check
-def password_from_environment_passfile_and_conninfo(ctx):
+def test_password_from_environment_passfile_and_conninfo(ctx):
     ctx.server.sql("DROP SCHEMA public CASCADE; CREATE SCHEMA public;")
     tiny = os.path.join(ctx.workdir, "tiny.gguf")
     write_tiny_model(ctx.cpullm, tiny)
@@ -138,30 +132,19 @@ def password_from_environment_passfile_and_conninfo(ctx):
     assert wrong.stderr.startswith("cpullm: error: host=127.0.0.1") and "password=***" in wrong.stderr, wrong.stderr
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--cpullm", required=True)
-    parser.add_argument("--api-tests", required=True)
-    parser.add_argument("--workdir", required=True)
-    ctx = parser.parse_args()
-    shutil.rmtree(ctx.workdir, ignore_errors=True)
-    os.makedirs(ctx.workdir)
+@pytest.fixture(scope="module")
+def ctx(ctx):
     bin_dirs = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
     if not bin_dirs:
-        print("SKIP: no PostgreSQL server binaries (/usr/lib/postgresql/*/bin/pg_ctl); scripts/setup installs the "
-              "postgresql package")
-        return SKIP
+        pytest.skip("no PostgreSQL server binaries (/usr/lib/postgresql/*/bin/pg_ctl); scripts/setup installs the "
+                    "postgresql package")
+    ctx.api_tests = from_env("CPULLM_RESULTS_DB_TESTS")
     ctx.server = Server(os.path.dirname(bin_dirs[-1]))
     try:
         ctx.server.start()
-        print(f"PostgreSQL {os.path.basename(os.path.dirname(ctx.server.bin_dir))} at {ctx.server.url}")
-        return run_checks(ctx)
     except subprocess.CalledProcessError as e:
-        print(f"FAIL starting PostgreSQL: {' '.join(e.cmd)}: {e.stdout}{e.stderr}")
-        return 1
-    finally:
         ctx.server.stop()
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        pytest.fail(f"starting PostgreSQL: {' '.join(e.cmd)}: {e.stdout}{e.stderr}")
+    print(f"PostgreSQL {os.path.basename(os.path.dirname(ctx.server.bin_dir))} at {ctx.server.url}")
+    yield ctx
+    ctx.server.stop()

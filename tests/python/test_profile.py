@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """End-to-end checks of `cpullm profile` on a tiny synthetic model.
 
 Every region's FLOPs and bytes equal the analytic count computed here from the model's shape
@@ -7,19 +6,19 @@ measured time within a tolerance; counters are counted or explained (a machine w
 software events only, "no PMU"); energy is measured or "unavailable here"; roofs come from a measurement or from a
 hardware profile; --prefetch maps the weights without changing a count; -np batches sequences;
 --overhead reports the three modes; bad input ends in one 'cpullm: error:' line.
-
-Usage: test_profile.py --cpullm BIN --workdir DIR
 """
 import json
 import os
 import subprocess
-import sys
 
-from cli_checks import check, expect_error, parse_context, run, run_checks
+import pytest
+
+import tuning
+from cli_checks import expect_error, run
 
 SHAPE = dict(layers=2, dim=256, ffn=768, heads=8, kv_heads=4, vocab=1024)
 PROMPT, GENERATED = 24, 12
-PROFILES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tuning", "profiles")
+PROFILES = os.path.join(os.path.dirname(os.path.abspath(tuning.__file__)), "profiles")
 
 
 def profile_json(ctx, *args, env=None):
@@ -88,8 +87,7 @@ def expected_costs(prompt, generated):
     return {"prefill": prefill, "decode": decode}
 
 
-@check
-def costs_match_the_analytic_count(ctx):
+def test_costs_match_the_analytic_count(ctx):
     data = default_run(ctx)
     expected = expected_costs(PROMPT, GENERATED)
     assert [p["name"] for p in data["phases"]] == ["prefill", "decode"]
@@ -104,11 +102,10 @@ def costs_match_the_analytic_count(ctx):
             assert r["shared_calls"] == (calls if fused else 0), (phase["name"], name, r["shared_calls"])
             assert abs(r["flops"] - flops) <= 1e-9 * max(flops, 1), (phase["name"], name, r["flops"], flops)
             assert abs(r["bytes"] - nbytes) <= 1e-9 * nbytes, (phase["name"], name, r["bytes"], nbytes)
-    return f"{sum(len(p['regions']) for p in data['phases'])} region rows"
+    print(f"{sum(len(p['regions']) for p in data['phases'])} region rows")
 
 
-@check
-def region_times_add_up_to_the_phase(ctx):
+def test_region_times_add_up_to_the_phase(ctx):
     # Without counters: their reads lie between the regions' clock reads, outside every region.
     # Each op an OpenMP region of its own (OMP_WAIT_POLICY=passive): with a thread team, each
     # pass's start and join also lie outside the regions, microseconds on a quiet host but up to
@@ -131,11 +128,10 @@ def region_times_add_up_to_the_phase(ctx):
         for r in phase["regions"]:
             assert r["gflops"] >= 0 and r["gbs"] > 0 and 0 <= r["roof_fraction"], r
             assert r["bound"] in ("memory", "compute"), r
-    return ", ".join(notes)
+    print(", ".join(notes))
 
 
-@check
-def counters_counted_or_explained(ctx):
+def test_counters_counted_or_explained(ctx):
     data = default_run(ctx)
     counters = data["counters"]
     unavailable = {u["name"]: u["reason"] for u in counters["unavailable"]}
@@ -147,7 +143,7 @@ def counters_counted_or_explained(ctx):
     if not os.path.exists("/sys/bus/event_source/devices/cpu"):
         assert "no PMU" in unavailable["cycles"], unavailable["cycles"]
     if "task-clock" not in counters["available"]:
-        return f"skip: task-clock unavailable: {unavailable['task-clock']}"
+        pytest.skip(f"task-clock unavailable: {unavailable['task-clock']}")
     decode = data["phases"][1]
     cpu_ns = sum(r["counters"]["task-clock"] for r in decode["regions"])
     # CPU time of the threads in the regions: more than nothing, at most threads x the phase's
@@ -155,38 +151,37 @@ def counters_counted_or_explained(ctx):
     # thread, and a read can charge a short region with a worker's spinning just before it (seen
     # here: ~0.1 ms of CPU time per call of a 1 us region; docs/instrumentation.md).
     assert 0 < cpu_ns * 1e-9 <= data["threads"] * decode["seconds"] * 1.1 + 1e-3, (cpu_ns, decode["seconds"])
-    return f"available {counters['available']}; unavailable {sorted(unavailable)}"
+    print(f"available {counters['available']}; unavailable {sorted(unavailable)}")
 
 
-@check
-def energy_measured_or_unavailable(ctx):
+def test_energy_measured_or_unavailable(ctx):
     data = default_run(ctx)
     energy = data["energy"]
     if energy["available"]:
         assert all(p["energy"]["package_j"] > 0 for p in data["phases"])
-        return "RAPL present"
+        print("RAPL present")
+        return
     assert energy["reason"].startswith("unavailable here: "), energy
     assert all(p["energy"] is None for p in data["phases"])
     if not os.path.exists("/sys/class/powercap"):
         assert "/sys/class/powercap does not exist" in energy["reason"], energy
-    return energy["reason"]
+    print(energy["reason"])
 
 
-@check
-def page_sizes_reported(ctx):
+def test_page_sizes_reported(ctx):
     """How much of the model the run had in 2 MiB pages: a share of the file, or null where unknown."""
     pages = default_run(ctx)["pages"]
     assert pages["model_bytes"] == os.path.getsize(ctx.model), pages
     huge = pages["huge_page_bytes"]
     if huge is None:
         assert not os.path.exists("/proc/self/smaps"), pages
-        return "unknown: no /proc/self/smaps"
+        print("unknown: no /proc/self/smaps")
+        return
     assert 0 <= huge <= pages["model_bytes"] and huge % (2 << 20) == 0, pages
-    return f"{huge / pages['model_bytes']:.0%} of the model in 2 MiB pages"
+    print(f"{huge / pages['model_bytes']:.0%} of the model in 2 MiB pages")
 
 
-@check
-def prefetch_maps_weights_and_changes_no_count(ctx):
+def test_prefetch_maps_weights_and_changes_no_count(ctx):
     """--prefetch (as generate's): its thread maps the weights, and every region's analytic
     FLOPs and bytes stay those of the run without it."""
     plain, prefetched = default_run(ctx), profile_json(ctx, "-p", str(PROMPT), "-n", str(GENERATED), "--prefetch")
@@ -195,11 +190,10 @@ def prefetch_maps_weights_and_changes_no_count(ctx):
     for a, b in zip(plain["phases"], prefetched["phases"]):
         costs = lambda phase: {r["name"]: (r["calls"], r["flops"], r["bytes"]) for r in phase["regions"]}
         assert costs(a) == costs(b), (a["name"], costs(a), costs(b))
-    return f"{prefetched['prefetched_bytes'] / 2**20:.1f} MiB mapped by the prefetch thread"
+    print(f"{prefetched['prefetched_bytes'] / 2**20:.1f} MiB mapped by the prefetch thread")
 
 
-@check
-def sequences_batch_the_same_work(ctx):
+def test_sequences_batch_the_same_work(ctx):
     """-np 3 (spelled as llama.cpp does): the prompt prefilled in three copies in one batch, each
     decode step one token of each sequence. Every projection is called as often as for one
     sequence, its weights charged once a call, while its FLOPs and the output layer's triple;
@@ -222,11 +216,10 @@ def sequences_batch_the_same_work(ctx):
     assert regions(three["phases"][1])["sampling"]["calls"] == 3 * GENERATED
     bad = run([ctx.cpullm, "profile", "-m", ctx.model, "-np", "0"], expect_ok=False)  # CLI11's range check
     assert bad.returncode not in (0, -6, -11) and "--np" in bad.stderr, (bad.returncode, bad.stderr)
-    return f"decode {three['phases'][1]['tokens_per_s']:.0f} tokens/s at 3 sequences, {one['phases'][1]['tokens_per_s']:.0f} at 1"
+    print(f"decode {three['phases'][1]['tokens_per_s']:.0f} tokens/s at 3 sequences, {one['phases'][1]['tokens_per_s']:.0f} at 1")
 
 
-@check
-def dispatch_says_how_threads_meet(ctx):
+def test_dispatch_says_how_threads_meet(ctx):
     assert default_run(ctx)["dispatch"] == "one thread team per forward pass, each parallel op a job"
     passive = profile_json(ctx, "-p", "4", "-n", "2", "--no-counters", env=dict(os.environ, OMP_WAIT_POLICY="passive"))
     assert "OMP_WAIT_POLICY=passive: no thread team" in passive["dispatch"]
@@ -234,8 +227,7 @@ def dispatch_says_how_threads_meet(ctx):
     assert json.loads(one.stdout)["dispatch"] == "one thread, no parallel regions"
 
 
-@check
-def text_table(ctx):
+def test_text_table(ctx):
     out = run([ctx.cpullm, "profile", "-m", ctx.model, "-p", "8", "-n", "4", "-t", "2"]).stdout
     for fragment in ["dispatch: one thread team", "roofs: memory", "GB/s (measured: read of 256 MiB", "compute", "ridge", "counters:", "likwid:",
                      "energy:", "pages: model mapped ", "% in 2 MiB pages", "prefill: 8 tokens", "decode: 4 tokens", "region", "q_proj", "lm_head", "sampling",
@@ -243,8 +235,7 @@ def text_table(ctx):
         assert fragment in out, f"{fragment!r} not in:\n{out}"
 
 
-@check
-def roofs_from_a_hardware_profile(ctx):
+def test_roofs_from_a_hardware_profile(ctx):
     with open(os.path.join(PROFILES, "e5-4627v4.json")) as f:
         profile = json.load(f)
     measured = profile.get("memory_bandwidth_measured_gbs_per_package", {}).get("value")
@@ -266,8 +257,7 @@ def roofs_from_a_hardware_profile(ctx):
     assert "measured" in host["memory_source"] and host["memory_bytes_per_s"] > 0, host
 
 
-@check
-def overhead_modes(ctx):
+def test_overhead_modes(ctx):
     data = profile_json(ctx, "-p", "8", "-n", "4", "--overhead", "-r", "1")
     modes = [m["mode"] for m in data["overhead"]]
     assert modes[:2] == ["off", "regions"], modes
@@ -276,8 +266,7 @@ def overhead_modes(ctx):
     assert all(m["decode_tokens_per_s"] > 0 and len(m["decode_samples"]) == 1 for m in data["overhead"])
 
 
-@check
-def bad_input(ctx):
+def test_bad_input(ctx):
     expect_error([ctx.cpullm, "profile", "-m", ctx.model, "-p", "200", "-n", "100", "-c", "256"],
                  "exceeds the context of 256 positions")
     expect_error([ctx.cpullm, "profile", "-m", ctx.model, "--kv-type", "f8"], "f8")
@@ -285,8 +274,8 @@ def bad_input(ctx):
     expect_error([ctx.cpullm, "profile", "-m", ctx.bad_model], ctx.bad_model)
 
 
-def main():
-    ctx = parse_context(__doc__)
+@pytest.fixture(scope="module")
+def ctx(ctx):
     ctx.model = os.path.join(ctx.workdir, "tiny.gguf")
     s = SHAPE
     run([ctx.cpullm, "gen-model", "--shape", "custom", "--layers", str(s["layers"]), "--dim", str(s["dim"]),
@@ -295,8 +284,4 @@ def main():
     ctx.bad_model = os.path.join(ctx.workdir, "truncated.gguf")
     with open(ctx.model, "rb") as src, open(ctx.bad_model, "wb") as dst:
         dst.write(src.read(1000))
-    return run_checks(ctx)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return ctx

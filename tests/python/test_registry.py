@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """The Python tools' view of the engine equals the binary's.
 
 - tuning/registry.py's formats are `cpullm info --formats --json`'s, and each format's row bytes
@@ -10,17 +9,15 @@
 - the sweep space takes every format the registry lists, its constraints raise no KeyError for any
   pair, and `cpullm sweep` over every format runs.
 
-Usage: test_registry.py --cpullm BIN --workdir DIR
+The modules ask the binary named by $CPULLM_BIN, the binary under test (conftest.py).
 """
 import json
 import os
-import sys
 
-from cli_checks import parse_context, run, run_checks, check
-
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-sys.path.insert(0, os.path.join(ROOT, "tuning"))
-sys.path.insert(0, os.path.join(ROOT, "reports"))
+from cli_checks import run
+from reports import predict
+from tuning import measure, registry, roofline
+from tuning import space as sp
 
 
 def info(ctx, *args):
@@ -37,9 +34,7 @@ def tiny_model(ctx):
     return path
 
 
-@check
-def python_formats_are_the_binarys(ctx):
-    import registry
+def test_python_formats_are_the_binarys(ctx):
     binary = info(ctx, "--formats")["formats"]
     assert list(registry.formats().values()) == binary, (registry.formats(), binary)
     assert "q4_1" in registry.format_names() and "q4_0-r8" in registry.format_bits()
@@ -52,10 +47,7 @@ def python_formats_are_the_binarys(ctx):
         assert q["format"] == f["name"] and q["bytes"] == q["rows"] * registry.row_bytes(f["name"], q["cols"]), (f, q)
 
 
-@check
-def roofline_sizes_are_what_quantize_writes(ctx):
-    import measure
-    import roofline
+def test_roofline_sizes_are_what_quantize_writes(ctx):
     source = tiny_model(ctx)
     shape = roofline.model_shape(measure.model_info(ctx.cpullm, source))
     for fmt in json.loads(run([ctx.cpullm, "info", "--formats", "--json"]).stdout)["formats"]:
@@ -66,8 +58,7 @@ def roofline_sizes_are_what_quantize_writes(ctx):
         assert predicted == written, (fmt["name"], {k: (predicted[k], written[k]) for k in written if predicted.get(k) != written[k]})
 
 
-@check
-def costs_agree_with_the_file_and_the_formulas(ctx):
+def test_costs_agree_with_the_file_and_the_formulas(ctx):
     source = tiny_model(ctx)
     costs = info(ctx, source, "--costs", "--position", "10")
     whole = info(ctx, source)
@@ -84,18 +75,13 @@ def costs_agree_with_the_file_and_the_formulas(ctx):
     assert projected > matrices and projected - matrices < 64 * 1024, (projected, matrices)  # the weights plus FP32 activations
 
 
-@check
-def predict_shapes_are_the_binarys(ctx):
-    import predict
+def test_predict_shapes_are_the_binarys(ctx):
     shape = predict.llama_shape("llama-7b")
     assert (shape.layers, shape.dim, shape.kv_dim, shape.vocab) == (32, 4096, 4096, 32000)
     assert predict.parameters("llama-7b") == 2 * 32000 * 4096 + 32 * (4 * 4096 ** 2 + 3 * 4096 * 11008 + 2 * 4096) + 4096
 
 
-@check
-def space_takes_every_format(ctx):
-    import registry
-    import space as sp
+def test_space_takes_every_format(ctx):
     names = registry.format_names()
     path = os.path.join(ctx.workdir, "every.json")
     with open(path, "w") as f:
@@ -108,9 +94,7 @@ def space_takes_every_format(ctx):
         assert {p["format"] for p in kept} == {f for f in names if bits[f] <= bits[source]}, (source, kept, dropped)
 
 
-@check
-def sweep_runs_every_format(ctx):
-    import registry
+def test_sweep_runs_every_format(ctx):
     names = registry.format_names()
     space = os.path.join(ctx.workdir, "formats.toml")
     with open(space, "w") as f:
@@ -125,8 +109,3 @@ def sweep_runs_every_format(ctx):
     for n in names:
         assert f"format={n}" in table, (n, table)
 
-
-if __name__ == "__main__":
-    ctx = parse_context(__doc__)
-    os.environ["CPULLM_BIN"] = os.path.abspath(ctx.cpullm)
-    sys.exit(run_checks(ctx))

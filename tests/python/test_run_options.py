@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """Every command that runs the model goes through one Session (engine/run/session.hpp), which
 applies the run options the same way for each: this runs generate, logits, profile, eval-quant,
 bench (its points and the load scenario) with a value other than the default for every run
@@ -6,15 +5,23 @@ option the command takes, and checks from each command's own output (the 'cpullm
 profile's and eval-quant's JSON, bench's records) that the run applied it. bench --placement
 interleave,replicate,shard runs a point per strategy and reports it; on one NUMA node each
 reduces to first-touch, and the output says so.
-
-Usage: test_run_options.py --cpullm BIN --workdir DIR
 """
 import json
 import os
 import re
-import sys
 
-from cli_checks import check, expect_error, parse_context, run, run_checks, write_tiny_model
+import pytest
+
+from cli_checks import expect_error, run, write_tiny_model
+
+
+@pytest.fixture(scope="module")
+def ctx(ctx):
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("the checks bind a thread to CPU 1")
+    ctx.tiny = os.path.join(ctx.workdir, "tiny.gguf")
+    write_tiny_model(ctx.cpullm, ctx.tiny)
+    return ctx
 
 
 def numa_nodes():
@@ -56,15 +63,7 @@ def check_common(fields, stderr_or_notes):
     placement_applied(fields["placement"], stderr_or_notes)
 
 
-@check
-def tiny_model(ctx):
-    write_tiny_model(ctx.cpullm, ctx.tiny)
-    if (os.cpu_count() or 1) < 2:
-        return "skip: the checks bind a thread to CPU 1"
-
-
-@check
-def generate_applies_every_option(ctx):
+def test_generate_applies_every_option(ctx):
     proc = run([ctx.cpullm, "generate", "-m", ctx.tiny, "-p", "the ball", "-n", "4", "--ignore-eos", *run_flags(ctx),
                 "--temp", "0.5", "--top-k", "5", "--top-p", "0.9", "--seed", "7"])
     fields = run_line(proc.stderr)
@@ -78,8 +77,7 @@ def generate_applies_every_option(ctx):
     assert len(re.findall(r"--- sequence \d ---", proc.stdout)) == 2, proc.stdout
 
 
-@check
-def logits_applies_every_option(ctx):
+def test_logits_applies_every_option(ctx):
     out = os.path.join(ctx.workdir, "l.npy")
     proc = run([ctx.cpullm, "logits", "-m", ctx.tiny, "-p", "the ball", "-o", out,
                 *run_flags(ctx, sequences=False, context=False)])
@@ -93,8 +91,7 @@ def logits_applies_every_option(ctx):
     assert open(out, "rb").read() != open(f32, "rb").read(), "--kv-type f16 changed nothing"
 
 
-@check
-def profile_applies_every_option(ctx):
+def test_profile_applies_every_option(ctx):
     proc = run([ctx.cpullm, "profile", "-m", ctx.tiny, "-p", "8", "-n", "4", "--json", "--no-counters",
                 *run_flags(ctx)])
     data = json.loads(proc.stdout)
@@ -105,8 +102,7 @@ def profile_applies_every_option(ctx):
     check_common(run_line(proc.stderr), proc.stderr)
 
 
-@check
-def eval_quant_applies_every_option(ctx):
+def test_eval_quant_applies_every_option(ctx):
     proc = run([ctx.cpullm, "eval-quant", "-m", ctx.tiny, "--formats", "q8_0", "--window", "16", "--json",
                 *run_flags(ctx, sequences=False, context=False)])
     for result in json.loads(proc.stdout):
@@ -133,23 +129,20 @@ BENCH_FLAGS = ["-t", "1", "--bind", "compact", "--housekeeping", "1", "--isa", "
                "--attn-tile", "16x8", "--kv-type", "f16", "--prefetch", "1", "--np", "2"]
 
 
-@check
-def bench_points_apply_every_option(ctx):
+def test_bench_points_apply_every_option(ctx):
     records, stderr = bench_records(ctx, "-p", "8", "-n", "2", *BENCH_FLAGS)
     assert len(records) == 2, records
     for r in records:
         check_bench_record(r, stderr)
 
 
-@check
-def bench_load_scenario_applies_every_option(ctx):
+def test_bench_load_scenario_applies_every_option(ctx):
     records, stderr = bench_records(ctx, "--load", "-pg", "8,2", "--requests", "3", "--rate", "50", *BENCH_FLAGS)
     assert [r["test"] for r in records] == ["load"], records
     check_bench_record(records[0])  # the scenario's notes are its record's
 
 
-@check
-def bench_runs_every_placement(ctx):
+def test_bench_runs_every_placement(ctx):
     """What generate --placement applies, bench measures: a point per strategy, each reported."""
     strategies = ["first-touch", "interleave", "replicate", "shard"]
     records, stderr = bench_records(ctx, "-p", "8", "-n", "2", "--bind", "compact", "-t", "1",
@@ -165,23 +158,13 @@ def bench_runs_every_placement(ctx):
         else:
             assert r["placement"] == r["placement_requested"], r
     placed = [l for l in stderr.splitlines() if l.startswith("cpullm: note: one NUMA node")]
-    return f"{numa_nodes()} NUMA node(s): " + ("; ".join(placed) if placed else "every strategy applied")
+    print(f"{numa_nodes()} NUMA node(s): " + ("; ".join(placed) if placed else "every strategy applied"))
 
 
-@check
-def bad_run_options_give_one_clear_error(ctx):
+def test_bad_run_options_give_one_clear_error(ctx):
     for command in (["generate", "-n", "1"], ["profile"], ["bench", "-r", "1", "-p", "8", "-n", "0"]):
         base = [ctx.cpullm, command[0], "-m", ctx.tiny, *command[1:]]
         expect_error(base + ["--placement", "everywhere"], "everywhere")
         expect_error(base + ["--attn-tile", "0x8"], "0x8")
         expect_error(base + ["--kv-type", "q4"], "q4")
 
-
-def main():
-    ctx = parse_context(__doc__)
-    ctx.tiny = os.path.join(ctx.workdir, "tiny.gguf")
-    return run_checks(ctx)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

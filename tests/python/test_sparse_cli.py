@@ -1,24 +1,20 @@
-#!/usr/bin/python3
 """End-to-end checks of Top-K sparsity through the command line: `quantize --sparsity` for each
 pattern, `info` naming the sparse types, `generate` running the pruned model, `eval-quant` with
 sparse formats, and bad flags or a corrupt index ending in one clear error line and exit 1.
-
-Usage: test_sparse_cli.py --cpullm BIN --workdir DIR
 """
 import json
 import os
-import sys
 
-from cli_checks import check, expect_error, parse_context, run, run_checks, write_tiny_model
+import pytest
+
+from cli_checks import expect_error, run, write_tiny_model
 
 
-@check
-def tiny_f16_model(ctx):
+def test_tiny_f16_model(ctx):
     write_tiny_model(ctx.cpullm, ctx.model, dtype="f16", context=64)
 
 
-@check
-def quantize_info_and_generate_each_pattern(ctx):
+def test_quantize_info_and_generate_each_pattern(ctx):
     for pattern, flags, type_name in [("unstructured", ["--sparsity", "0.2"], "CPULLM_SPARSE_ELL_F16"),
                                       ("2:4", ["--sparsity-pattern", "2:4"], "CPULLM_SPARSE_NM_F16"),
                                       ("block4x4", ["--sparsity", "0.5", "--sparsity-pattern", "block4x4"],
@@ -33,16 +29,14 @@ def quantize_info_and_generate_each_pattern(ctx):
         ctx.pruned[pattern] = out
 
 
-@check
-def eval_quant_accepts_sparse_formats(ctx):
+def test_eval_quant_accepts_sparse_formats(ctx):
     out = run([ctx.cpullm, "eval-quant", "-m", ctx.model, "--formats", "f16+sparse0.2,2:4,block0.5", "--window", "32",
                "--text", ctx.text]).stdout
     for name in ["f16+sparse0.2", "2:4", "block0.5"]:
         assert name in out, out
 
 
-@check
-def bad_flags_and_hostile_indices(ctx):
+def test_bad_flags_and_hostile_indices(ctx):
     out = os.path.join(ctx.workdir, "never.gguf")
     expect_error([ctx.cpullm, "quantize", ctx.model, out], "--type", "--sparsity")
     expect_error([ctx.cpullm, "quantize", ctx.model, out, "--sparsity", "1.5"], "--sparsity")
@@ -52,7 +46,7 @@ def bad_flags_and_hostile_indices(ctx):
     # The last stored column of blk.1.ffn_up's last row (its final two bytes) set to 65535.
     pruned = ctx.pruned.get("unstructured")
     if not pruned:
-        return "skip: no pruned model"
+        pytest.skip("no pruned model")
     info = json.loads(run([ctx.cpullm, "info", pruned, "--json"]).stdout)
     t = next(t for t in info["tensors"] if t["name"] == "blk.1.ffn_up.weight")
     data = bytearray(open(pruned, "rb").read())
@@ -63,15 +57,11 @@ def bad_flags_and_hostile_indices(ctx):
     expect_error([ctx.cpullm, "generate", "-m", hostile, "-n", "1"], "blk.1.ffn_up.weight", "outside")
 
 
-def main():
-    ctx = parse_context(__doc__)
+@pytest.fixture(scope="module")
+def ctx(ctx):
     ctx.model = os.path.join(ctx.workdir, "tiny.gguf")
     ctx.text = os.path.join(ctx.workdir, "text.txt")
     with open(ctx.text, "w", encoding="utf-8") as f:
         f.write("Once upon a time there was a little cat. The cat liked to play in the sun. " * 4)
     ctx.pruned = {}
-    return run_checks(ctx)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return ctx

@@ -3,18 +3,17 @@ stores its run through `cpullm bench --db --suite` in a fresh database, with the
 read before the run, and `cpullm report` on that database shows both runs in its suites section:
 case, ISA, threads, tokens/s, reference, the share the script printed, and the script's command
 line. Also: bench refuses a reference without --suite and a --suite without its reference."""
-import argparse
 import html.parser
 import json
 import os
 import re
 import sqlite3
 import subprocess
-import sys
-import unittest
+import types
+
+import pytest
 
 REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-ARGS = None
 # Seconds-long settings: a 2-layer model of width 256, 4 decode steps or a 16-token prompt, one
 # thread, AVX2 (every x86 CPU cpullm's vector kernels run on), the roofs timed briefly.
 COMMON = ["--cases", "tiny:q8_0", "--isa", "avx2", "--threads", "1", "--roof-min-time", "0.01"]
@@ -62,79 +61,73 @@ def run(command, **kw):
     return subprocess.run(command, capture_output=True, text=True, timeout=600, **kw)
 
 
-class Suites(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.db = os.path.join(ARGS.workdir, "suites.db")
-        if os.path.exists(cls.db):
-            os.remove(cls.db)
-        cls.printed = {}  # suite -> its stdout table's first row, split
-        for suite, options in SUITES.items():
-            result = run(["/usr/bin/python3", os.path.join(REPO, "suites", f"{suite}.py"), "--build", ARGS.build,
-                          "--models", os.path.join(ARGS.workdir, "models"), "--db", cls.db, *COMMON, *options])
-            assert result.returncode == 0, f"{suite}: {result.stderr}"
-            cls.printed[suite] = result.stdout.splitlines()[1].split()
-        report = os.path.join(ARGS.workdir, "report.html")
-        result = run([os.path.join(ARGS.build, "cpullm"), "report", "--db", cls.db, "-o", report])
-        assert result.returncode == 0, result.stderr
-        parser = SuiteTables()
-        with open(report) as f:
-            parser.feed(f.read())
-        cls.tables = parser.tables
-        connection = sqlite3.connect(cls.db)
-        cls.stored = {json.loads(metrics)["suite"]: (test, tpot_ms, avg_ts, json.loads(metrics))
-                      for test, tpot_ms, avg_ts, metrics in connection.execute("SELECT test, tpot_ms, avg_ts, metrics_json FROM results")}
-        cls.commands = [command for (command,) in connection.execute("SELECT command FROM runs")]
-        connection.close()
-
-    def test_each_suite_stored_one_run_through_bench(self):
-        self.assertEqual(sorted(self.stored), sorted(SUITES))
-        self.assertEqual(len(self.commands), 2)
-        for command in self.commands:
-            self.assertTrue(command.startswith("cpullm bench "), command)
-            self.assertIn("--suite ", command)
-        decode, prefill = self.stored["decode_bandwidth"], self.stored["prefill_compute"]
-        self.assertEqual((decode[0], prefill[0]), ("tg", "pp"))
-        self.assertEqual(decode[3]["reference_unit"], "bytes")
-        self.assertEqual(prefill[3]["reference_unit"], "operations")
-        # The decode reads the weights it says it reads: the script's count is bench's own.
-        self.assertEqual(decode[3]["work_per_token"], decode[3]["paired_step_bytes"])
-        self.assertIn("peak/1/1/1", prefill[3]["reference"])  # the int8 peak at AVX2 on one thread
-
-    def test_report_shows_each_run_as_the_script_printed_it(self):
-        self.assertEqual(sorted(self.tables), sorted(SUITES))
-        for suite, options in SUITES.items():
-            (case, fmt, isa, threads, tps, reference, per_token, share, paired, measured, command), = self.tables[suite]
-            test, tpot_ms, avg_ts, metrics = self.stored[suite]
-            self.assertIn("tiny-q8_0.gguf", case)
-            self.assertEqual((fmt, isa, threads), ("q8_0", "avx2", "1"))
-            stored_tps = 1000 / tpot_ms if test == "tg" else avg_ts
-            self.assertEqual(tps, f"{stored_tps:,.1f}")
-            self.assertTrue(reference.startswith(f"{metrics['reference_rate'] / 1e9:,.1f} "), reference)
-            self.assertEqual(share, f"{stored_tps * metrics['work_per_token'] / metrics['reference_rate']:.0%}")
-            # The share the script printed (its "of roof" or "of peak" column) is the one the report shows.
-            self.assertEqual(share, self.printed[suite][PRINTED_SHARE[suite]], self.printed[suite])
-            self.assertEqual(paired == "\u2014", suite == "prefill_compute")
-            self.assertRegex(measured, r"^run \d+$")
-            self.assertTrue(command.startswith(f"suites/{suite}.py --build "), command)
-            for option in COMMON + options:
-                self.assertIn(option, command.split())
-
-    def test_bench_refuses_half_a_reference(self):
-        model = os.path.join(ARGS.workdir, "models", "tiny-q8_0.gguf")
-        cpullm = os.path.join(ARGS.build, "cpullm")
-        for flags, message in ((["--reference-rate", "1e9"], "--reference-rate: describes a --suite's point"),
-                               (["--suite", "mine"], "--suite: needs --suite-command")):
-            result = run([cpullm, "bench", "-m", model, "-p", "0", "-n", "2", *flags])
-            self.assertEqual(result.returncode, 1, result.stderr)
-            self.assertRegex(result.stderr, "^cpullm: error: " + re.escape(message))
-            self.assertEqual(result.stderr.count("\n"), 1, result.stderr)
+@pytest.fixture(scope="module")
+def suites(ctx):
+    """Both suites run into one fresh database, then the report on it: what each printed, stored
+    and the report's suites tables show. The build folder is the one holding cpullm (it sits at the
+    top of its build tree, bench_kernels under suites/kernels)."""
+    build = os.path.dirname(ctx.cpullm)
+    db = os.path.join(ctx.workdir, "suites.db")
+    printed = {}  # suite -> its stdout table's first row, split
+    for suite, options in SUITES.items():
+        result = run(["/usr/bin/python3", os.path.join(REPO, "suites", f"{suite}.py"), "--build", build,
+                      "--models", os.path.join(ctx.workdir, "models"), "--db", db, *COMMON, *options])
+        assert result.returncode == 0, f"{suite}: {result.stderr}"
+        printed[suite] = result.stdout.splitlines()[1].split()
+    report = os.path.join(ctx.workdir, "report.html")
+    result = run([ctx.cpullm, "report", "--db", db, "-o", report])
+    assert result.returncode == 0, result.stderr
+    parser = SuiteTables()
+    with open(report) as f:
+        parser.feed(f.read())
+    connection = sqlite3.connect(db)
+    stored = {json.loads(metrics)["suite"]: (test, tpot_ms, avg_ts, json.loads(metrics))
+              for test, tpot_ms, avg_ts, metrics in connection.execute("SELECT test, tpot_ms, avg_ts, metrics_json FROM results")}
+    commands = [command for (command,) in connection.execute("SELECT command FROM runs")]
+    connection.close()
+    return types.SimpleNamespace(printed=printed, tables=parser.tables, stored=stored, commands=commands)
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--build", required=True, help="the build folder: cpullm and suites/kernels/bench_kernels")
-    parser.add_argument("--workdir", required=True)
-    ARGS, rest = parser.parse_known_args()
-    os.makedirs(ARGS.workdir, exist_ok=True)
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
+def test_each_suite_stored_one_run_through_bench(suites):
+    assert sorted(suites.stored) == sorted(SUITES)
+    assert len(suites.commands) == 2
+    for command in suites.commands:
+        assert command.startswith("cpullm bench "), command
+        assert "--suite " in command
+    decode, prefill = suites.stored["decode_bandwidth"], suites.stored["prefill_compute"]
+    assert (decode[0], prefill[0]) == ("tg", "pp")
+    assert decode[3]["reference_unit"] == "bytes"
+    assert prefill[3]["reference_unit"] == "operations"
+    # The decode reads the weights it says it reads: the script's count is bench's own.
+    assert decode[3]["work_per_token"] == decode[3]["paired_step_bytes"]
+    assert "peak/1/1/1" in prefill[3]["reference"]  # the int8 peak at AVX2 on one thread
+
+
+def test_report_shows_each_run_as_the_script_printed_it(suites):
+    assert sorted(suites.tables) == sorted(SUITES)
+    for suite, options in SUITES.items():
+        (case, fmt, isa, threads, tps, reference, per_token, share, paired, measured, command), = suites.tables[suite]
+        test, tpot_ms, avg_ts, metrics = suites.stored[suite]
+        assert "tiny-q8_0.gguf" in case
+        assert (fmt, isa, threads) == ("q8_0", "avx2", "1")
+        stored_tps = 1000 / tpot_ms if test == "tg" else avg_ts
+        assert tps == f"{stored_tps:,.1f}"
+        assert reference.startswith(f"{metrics['reference_rate'] / 1e9:,.1f} "), reference
+        assert share == f"{stored_tps * metrics['work_per_token'] / metrics['reference_rate']:.0%}"
+        # The share the script printed (its "of roof" or "of peak" column) is the one the report shows.
+        assert share == suites.printed[suite][PRINTED_SHARE[suite]], suites.printed[suite]
+        assert (paired == "\u2014") == (suite == "prefill_compute")
+        assert re.match(r"^run \d+$", measured), measured
+        assert command.startswith(f"suites/{suite}.py --build "), command
+        for option in COMMON + options:
+            assert option in command.split()
+
+
+def test_bench_refuses_half_a_reference(ctx, suites):
+    model = os.path.join(ctx.workdir, "models", "tiny-q8_0.gguf")  # written by the suites' runs
+    for flags, message in ((["--reference-rate", "1e9"], "--reference-rate: describes a --suite's point"),
+                           (["--suite", "mine"], "--suite: needs --suite-command")):
+        result = run([ctx.cpullm, "bench", "-m", model, "-p", "0", "-n", "2", *flags])
+        assert result.returncode == 1, result.stderr
+        assert re.match("^cpullm: error: " + re.escape(message), result.stderr), result.stderr
+        assert result.stderr.count("\n") == 1, result.stderr

@@ -1,27 +1,25 @@
-#!/usr/bin/python3
 """End-to-end checks of `cpullm topo`.
 
 The host's topology as text and JSON; the 4-socket E5-4627 v4 profile (emulated: said so, and
 the plan for 40 threads under every binding policy and NUMA strategy); an hwloc XML file written
 by lstopo; and bad input (unknown profile, CPUs that do not exist, malformed profiles) ending in
 one 'cpullm: error:' line and exit status 1.
-
-Usage: test_topo_cli.py --cpullm BIN --workdir DIR
 """
 import json
 import os
 import shutil
-import sys
 
-from cli_checks import check, expect_error, parse_context, run, run_checks
+import pytest
+
+import tuning
+from cli_checks import expect_error, run
 
 
 def topo_json(ctx, *args):
     return json.loads(run([ctx.cpullm, "topo", "--json", *args]).stdout)
 
 
-@check
-def host_text(ctx):
+def test_host_text(ctx):
     out = run([ctx.cpullm, "topo"]).stdout
     for fragment in ["topology: this machine (hwloc)", "packages:", "NUMA nodes:", "caches:", "isolated CPUs:",
                      "threads:", "placement: first-touch"]:
@@ -29,8 +27,7 @@ def host_text(ctx):
     assert "emulated" not in out
 
 
-@check
-def host_json(ctx):
+def test_host_json(ctx):
     data = topo_json(ctx, "--bind", "compact", "-t", "1")
     assert data["topology"]["emulated"] is False
     assert len(data["topology"]["cores"]) >= 1 and len(data["topology"]["nodes"]) >= 1
@@ -40,8 +37,7 @@ def host_json(ctx):
     assert data["profile"] is None
 
 
-@check
-def host_profile(ctx):
+def test_host_profile(ctx):
     data = topo_json(ctx, "--hardware", "host")
     assert data["profile"]["name"] == "host" and data["profile"]["topology"]["value"] == "detect"
     assert data["topology"]["emulated"] is False
@@ -49,8 +45,7 @@ def host_profile(ctx):
     assert data["profile"]["tdp_watts_per_package"]["source"].startswith("unknown")
 
 
-@check
-def e5_scatter_shard(ctx):
+def test_e5_scatter_shard(ctx):
     args = ["--hardware", "e5-4627v4", "-t", "40", "--bind", "scatter", "--numa", "shard"]
     out = run([ctx.cpullm, "topo", *args]).stdout
     assert "emulated: not this machine" in out and "never applied" in out, out[:400]
@@ -69,8 +64,7 @@ def e5_scatter_shard(ctx):
     assert data["profile"]["tdp_watts_per_package"]["value"] == 135
 
 
-@check
-def e5_every_strategy(ctx):
+def test_e5_every_strategy(ctx):
     for strategy, copies in [("first-touch", 1), ("interleave", 1), ("replicate", 4), ("shard", 1)]:
         data = topo_json(ctx, "--hardware", "e5-4627v4", "--bind", "numa", "--numa", strategy)
         placement = data["placement"]
@@ -79,16 +73,14 @@ def e5_every_strategy(ctx):
         assert len(data["threads"]["slots"]) == 40
 
 
-@check
-def cpuset_and_housekeeping(ctx):
+def test_cpuset_and_housekeeping(ctx):
     data = topo_json(ctx, "--hardware", "e5-4627v4", "--bind", "numa", "--cpuset", "2-31", "--housekeeping", "1")
     # Node 0 keeps 3-9 (2 goes to the OS), nodes 1 and 2 lose 10 and 20, node 3 keeps 31 of 30-31.
     assert data["threads"]["per_node"] == [7, 9, 9, 1], data["threads"]["per_node"]
     assert data["threads"]["slots"][0]["cpu"] == 3
 
 
-@check
-def reductions_are_said(ctx):
+def test_reductions_are_said(ctx):
     out = run([ctx.cpullm, "topo", "--synthetic", "pack:1 [numa(memory=1GiB)] core:4 pu:1", "--bind", "scatter",
                "--numa", "replicate"]).stdout
     assert "scatter over 1 package is compact" in out, out
@@ -96,11 +88,10 @@ def reductions_are_said(ctx):
     assert "placement: first-touch (asked: replicate)" in out, out
 
 
-@check
-def xml_topology(ctx):
+def test_xml_topology(ctx):
     lstopo = shutil.which("lstopo-no-graphics") or shutil.which("lstopo")
     if not lstopo:
-        return "skip: no lstopo to write an XML topology"
+        pytest.skip("no lstopo to write an XML topology")
     xml = os.path.join(ctx.workdir, "two-nodes.xml")
     run([lstopo, "-i", "pack:2 [numa(memory=1GiB)] core:4 pu:1", "--of", "xml", "-f", xml])
     data = topo_json(ctx, "--xml", xml, "--bind", "numa", "--numa", "shard")
@@ -108,8 +99,7 @@ def xml_topology(ctx):
     assert data["threads"]["per_node"] == [4, 4]
 
 
-@check
-def model_file_sizes_the_placement(ctx):
+def test_model_file_sizes_the_placement(ctx):
     model = os.path.join(ctx.workdir, "small.gguf")
     run([ctx.cpullm, "gen-model", "--shape", "custom", "--layers", "2", "--dim", "64", "--ffn", "128", "--heads", "4",
          "--kv-heads", "2", "--vocab", "1000", "--ctx", "64", "--dtype", "f16", "-o", model])
@@ -119,8 +109,7 @@ def model_file_sizes_the_placement(ctx):
     assert data["placement"]["weights"] == model
 
 
-@check
-def bad_input(ctx):
+def test_bad_input(ctx):
     topo = [ctx.cpullm, "topo"]
     expect_error(topo + ["--hardware", "no-such-box"], 'unknown hardware profile "no-such-box"', "e5-4627v4")
     expect_error(topo + ["--hardware", "e5-4627v4", "--bind", "compact", "--cpuset", "38-41"],
@@ -141,11 +130,7 @@ def bad_input(ctx):
         expect_error(topo + ["--hardware", bad], bad, fragment)
 
 
-def main():
-    ctx = parse_context(__doc__)
-    ctx.profiles = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tuning", "profiles")
-    return run_checks(ctx)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+@pytest.fixture(scope="module")
+def ctx(ctx):
+    ctx.profiles = os.path.join(os.path.dirname(os.path.abspath(tuning.__file__)), "profiles")
+    return ctx

@@ -1,29 +1,20 @@
-#!/usr/bin/python3
 """Checks of tuning/ (the binary only for its format registry, $CPULLM_BIN): the space file and its constraints, the three
 strategies on a fake measurement function (halving keeps the best, the budget is respected, an
 interrupted sweep resumes without repeating an evaluation), the statistics, the OS checklist
 against a fake /proc and /sys tree, and the roofline predictions against numbers worked out by
 hand.
-
-Usage: test_tuning.py --workdir DIR
 """
-import argparse
 import json
 import math
 import os
 import shutil
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tuning"))
+import pytest
 
-import oscheck  # noqa: E402
-import results as res  # noqa: E402
-import roofline  # noqa: E402
-import space as sp  # noqa: E402
-import stats  # noqa: E402
-import tune  # noqa: E402
-from cli_checks import check, run_checks  # noqa: E402
-from strategies import STRATEGIES, halving_plan, parse_duration  # noqa: E402
+from tuning import oscheck, roofline, stats, tune
+from tuning import results as res
+from tuning import space as sp
+from tuning.strategies import STRATEGIES, halving_plan, parse_duration
 
 # Two NUMA nodes of two single-PU cores: enough for cpusets, housekeeping and isolation.
 TOPOLOGY = {"packages": 2, "nodes": [{}, {}],
@@ -37,8 +28,7 @@ def write(path, text):
     return path
 
 
-@check
-def space_parses_toml_and_json(ctx):
+def test_space_parses_toml_and_json(ctx):
     toml = write(os.path.join(ctx.workdir, "s.toml"), '[values]\nthreads = [1, 2]\nformat = ["q8_0", "q4_0"]\n'
                                                         'sparsity = [0, 0.5]\n[workload]\nprompt = 16\n')
     space = sp.load_space(toml)
@@ -49,8 +39,7 @@ def space_parses_toml_and_json(ctx):
     assert sp.expand(sp.load_space(js)) == [{"bind": "compact", "attn_tile": "8x8"}]
 
 
-@check
-def space_errors_name_the_file_and_key(ctx):
+def test_space_errors_name_the_file_and_key(ctx):
     cases = {
         '[values]\nthreds = [1]\n': "values.threds: unknown option",
         '[values]\nbind = ["everywhere"]\n': "values.bind: 'everywhere' is not one of",
@@ -70,8 +59,7 @@ def space_errors_name_the_file_and_key(ctx):
             raise AssertionError(f"{text!r} was accepted")
 
 
-@check
-def constraints_drop_what_cannot_run(ctx):
+def test_constraints_drop_what_cannot_run(ctx):
     points = [{"threads": 3, "cpuset": "0-2"},            # 3 cores usable: fits
               {"threads": 3, "cpuset": "0-2", "housekeeping": 1},  # node 0 keeps core 1, node 1 none: 1 core
               {"threads": 1, "cpuset": "7"},              # no CPU 7
@@ -132,8 +120,7 @@ def fake_evaluator(budget, calls, noise=0.0):
     return evaluate
 
 
-@check
-def grid_and_random_cover_the_space_within_budget(ctx):
+def test_grid_and_random_cover_the_space_within_budget(ctx):
     better = res.better_for("ttft")
     calls = []
     out = STRATEGIES["grid"](fake_space(), fake_evaluator(FakeBudget(100), calls), FakeBudget(100), better=better)
@@ -146,8 +133,7 @@ def grid_and_random_cover_the_space_within_budget(ctx):
     assert len(out) == 5 and len(set(k for k, _ in calls)) == 5
 
 
-@check
-def halving_keeps_the_best_and_respects_the_budget(ctx):
+def test_halving_keeps_the_best_and_respects_the_budget(ctx):
     better = res.better_for("ttft")
     assert halving_plan(27, 3) == [27, 9, 3] and halving_plan(2, 3) == [2] and halving_plan(1, 3) == [1]
     calls, budget = [], FakeBudget(1000)
@@ -161,8 +147,7 @@ def halving_keeps_the_best_and_respects_the_budget(ctx):
     assert len(calls) == 30 and max(r["level"] for r in out) == 1, (len(calls), max(r["level"] for r in out))
 
 
-@check
-def interrupted_sweep_resumes_repeating_nothing(ctx):
+def test_interrupted_sweep_resumes_repeating_nothing(ctx):
     path = os.path.join(ctx.workdir, "state.jsonl")
     if os.path.exists(path):
         os.remove(path)
@@ -198,8 +183,7 @@ def interrupted_sweep_resumes_repeating_nothing(ctx):
     assert len(out) == 39
 
 
-@check
-def statistics(ctx):
+def test_statistics(ctx):
     # The 95% t quantiles of the printed tables (3 decimals), between their rows too, and the normal's
     # 1.960 far out: scipy's, where a hand-written table gave the row below for 11, 13, 31, ...
     for dof, quantile in [(1, 12.706), (3, 3.182), (10, 2.228), (11, 2.201), (30, 2.042), (31, 2.040), (10000, 1.960)]:
@@ -218,8 +202,7 @@ def statistics(ctx):
     assert stats.median([3.0, 1.0, 2.0]) == 2.0 and stats.median([4.0, 1.0, 2.0, 3.0]) == 2.5
 
 
-@check
-def prediction_error_pairs_each_run_with_its_rates(ctx):
+def test_prediction_error_pairs_each_run_with_its_rates(ctx):
     # Three runs, each predicted from the rates measured around it. Decode is held to each run's
     # median step (decode_step_tps): the second run's median step met a slowdown its rates did
     # not see (predicted 100, ran 60): alone +67%, but the median of the per-run errors (+10%,
@@ -246,8 +229,7 @@ def prediction_error_pairs_each_run_with_its_rates(ctx):
     assert tune.stall_share([{"decode_tps": 100.0, "ttft_ms": 1.0}]) is None
 
 
-@check
-def page_check_flags_a_file_whose_reads_stall(ctx):
+def test_page_check_flags_a_file_whose_reads_stall(ctx):
     # Windows in GB/s: a stall of 10-200 ms takes a fifth or more of a 0.2 s window. The file's
     # slowest window against fresh memory's slowest, not the medians (equal when one window of
     # eight stalls).
@@ -258,8 +240,7 @@ def page_check_flags_a_file_whose_reads_stall(ctx):
     assert tune.stalled_pages({1: stalled, 2: even}) == [1]
 
 
-@check
-def config_file_uses_long_option_names(ctx):
+def test_config_file_uses_long_option_names(ctx):
     path = os.path.join(ctx.workdir, "best.toml")
     res.write_config(path, "/m/model-q8_0.gguf", {"threads": 2, "bind": "compact", "attn_tile": "8x8", "format": "q8_0",
                                                   "placement": "interleave", "sequences": 4}, ["a comment"])
@@ -294,8 +275,7 @@ RECOMMENDATIONS = [{"setting": s, "value": v, "why": f"because {s}"} for s, v in
                     ("governor", "performance"), ("boost", "on"), ("numa_balancing", "0")]]
 
 
-@check
-def os_checklist_against_a_fake_tree(ctx):
+def test_os_checklist_against_a_fake_tree(ctx):
     root = fake_root(ctx.workdir)
     model = write(os.path.join(ctx.workdir, "model.bin"), "x" * 8192)
     checks = {c.name: c for c in oscheck.checklist(root, TOPOLOGY, RECOMMENDATIONS, model, 6 << 30)}
@@ -329,8 +309,7 @@ def os_checklist_against_a_fake_tree(ctx):
         "isolcpus=1,3", "nohz_full=1,3", "rcu_nocbs=1,3", "transparent_hugepage=always", "nosmt"]
 
 
-@check
-def page_cache_residency_by_mincore(ctx):
+def test_page_cache_residency_by_mincore(ctx):
     path = os.path.join(ctx.workdir, "resident.bin")
     with open(path, "wb") as f:
         f.write(os.urandom(4 << 20))
@@ -344,7 +323,7 @@ def page_cache_residency_by_mincore(ctx):
     os.close(fd)
     after = oscheck.resident_fraction(path)
     if after == 1.0:
-        return "skip: this filesystem keeps the pages (tmpfs?); the resident case passed"
+        pytest.skip("this filesystem keeps the pages (tmpfs?); the resident case passed")
     assert after < 0.5, after
 
 
@@ -359,8 +338,7 @@ def tiny_shape():
     return roofline.Shape(layers=2, dim=64, kv_dim=64, vocab=100, tensors=tensors)
 
 
-@check
-def roofline_against_hand_computed_numbers(ctx):
+def test_roofline_against_hand_computed_numbers(ctx):
     shape = tiny_shape()
     # q8_0: 64x64 matrices at 34/32 bytes per weight; ffn_down (48 columns) falls back to F16.
     sizes = dict(roofline.tensor_bytes(shape, "q8_0"))
@@ -382,8 +360,7 @@ def roofline_against_hand_computed_numbers(ctx):
     assert abs(seconds - flops / 1e9) < 1e-12 and bound == "compute", (seconds, flops)
 
 
-@check
-def host_model_against_hand_computed_numbers(ctx):
+def test_host_model_against_hand_computed_numbers(ctx):
     shape = tiny_shape()
     # Q8_0 matrices: attn_q 4352 B (q8_0) and ffn_down 6144 B (F16 fallback) per layer, output 6800 B (q8_0).
     # Layer rates at 1 and 2 tokens a step (two sequences decoded together), and at the prompt
@@ -464,8 +441,7 @@ def layer_shape(dim, ffn, kv_dim, fmt="f16"):
     return roofline.Shape(layers=1, dim=dim, kv_dim=kv_dim, vocab=32000, tensors=tensors)
 
 
-@check
-def host_model_picks_the_benchmarked_shapes(ctx):
+def test_host_model_picks_the_benchmarked_shapes(ctx):
     tinyllama, llama7b = layer_shape(2048, 5632, 256), layer_shape(4096, 11008, 4096)
     # The benchmarked layer by the size of the model's first layer; stories-sized models get the smaller.
     assert roofline.nearest_decode_shape(tinyllama) == (2048, 5632, 256)
@@ -481,8 +457,7 @@ def host_model_picks_the_benchmarked_shapes(ctx):
     assert roofline.decode_set_mib(layer_shape(8192, 22016, 8192), "f32") == roofline.DECODE_SET_MAX_MIB == 1024
 
 
-@check
-def numa_strategies_on_the_e5(ctx):
+def test_numa_strategies_on_the_e5(ctx):
     profile_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tuning", "profiles", "e5-4627v4.json")
     with open(profile_path) as f:
         e5 = json.load(f)
@@ -501,15 +476,3 @@ def numa_strategies_on_the_e5(ctx):
     gemm = roofline.profile_roofs(e5, 4, 10, "shard", 0.75, 0.4).gemm_gflops
     for fmt, per_cycle in {"f32": 32, "q8_0": 32, "int8-channel": 32, "q4_0": 64, "q4_0-r8": 64}.items():
         assert abs(gemm[fmt] - 40 * 2.6 * per_cycle * 0.4) < 1e-9, (fmt, gemm[fmt])
-
-
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--workdir", required=True)
-    ctx = parser.parse_args()
-    os.makedirs(ctx.workdir, exist_ok=True)
-    sys.exit(run_checks(ctx))
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """End-to-end checks of `cpullm tune` and `cpullm sweep` through the cpullm binary.
 
 - `tune --hardware e5-4627v4` on this machine takes the "other box" path: it says so on its first
@@ -12,10 +11,7 @@
   every evaluation a row exactly once with its repetitions as samples, the run finished, and
   `cpullm db` reading it; resumed once more, finished, it says so and adds nothing;
 - a PostgreSQL --db's password (URL or conninfo) in no note, error, state file or table.
-
-Usage: test_tuning_cli.py --cpullm BIN --shared DIR --workdir DIR
 """
-import argparse
 import json
 import os
 import shutil
@@ -23,12 +19,15 @@ import signal
 import sqlite3
 import struct
 import subprocess
-import sys
 import time
 
-from cli_checks import check, expect_error, run, run_checks, write_tiny_model
+import pytest
 
-PROFILES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tuning", "profiles")
+import tuning
+from cli_checks import expect_error, run, write_tiny_model
+from tuning import measure, tune
+
+PROFILES = os.path.join(os.path.dirname(os.path.abspath(tuning.__file__)), "profiles")
 
 
 def gguf_string(text):
@@ -69,8 +68,7 @@ def write_sparse_llama_q8_0(path, dim=4096, ffn=11008, layers=32, heads=32):
     return len(header) + offset
 
 
-@check
-def tune_other_box_plans_and_predicts(ctx):
+def test_tune_other_box_plans_and_predicts(ctx):
     model = os.path.join(ctx.workdir, "llama7b-q8_0-sparse.gguf")
     size = write_sparse_llama_q8_0(model)
     assert size > 7e9
@@ -98,15 +96,14 @@ def tune_other_box_plans_and_predicts(ctx):
     assert os.stat(model).st_blocks * 512 < 1 << 20
 
 
-@check
-def tune_plans_a_model_too_large_for_this_machine(ctx):
+def test_tune_plans_a_model_too_large_for_this_machine(ctx):
     # LLaMA-65B's shape in Q8_0: ~69 GB, more than this machine's memory, a hole on its disk.
     model = os.path.join(ctx.workdir, "llama65b-q8_0-sparse.gguf")
     size = write_sparse_llama_q8_0(model, dim=8192, ffn=22016, layers=80, heads=64)
     with open("/proc/meminfo") as f:
         memory = int(f.readline().split()[1]) * 1024
     if size < memory:
-        return f"skip: this machine's {memory >> 30} GiB of memory holds the {size >> 30} GiB model"
+        pytest.skip(f"this machine's {memory >> 30} GiB of memory holds the {size >> 30} GiB model")
     # Another box (4 x 64 GiB): planned for, predictions labelled.
     out = run([ctx.cpullm, "tune", "--hardware", "e5-4627v4", "-m", model]).stdout
     assert "planning only" in out.splitlines()[0] and "PREDICTIONS (roofline model, not measurements)" in out, out
@@ -124,15 +121,13 @@ def tune_plans_a_model_too_large_for_this_machine(ctx):
     assert os.stat(model).st_blocks * 512 < 1 << 20  # nothing was read
 
 
-@check
-def page_check_reads_the_model_files_pages(ctx):
+def test_page_check_reads_the_model_files_pages(ctx):
     # tune's check of the model's own pages against fresh memory: bench_kernels' memory_read_file
     # over the file's mapping, interleaved with memory_read. A file that cannot be mapped is an
     # error naming it.
-    sys.path.insert(0, os.path.join(os.path.dirname(PROFILES)))
-    import measure
-    import tune
     model = os.path.join(ctx.shared, "stories260K.gguf")
+    if not os.path.exists(model):
+        pytest.skip(f"{model} is absent")
     check = tune.page_check(ctx.cpullm, model, [1])
     windows = check[1]
     assert len(windows["file"]) == tune.PAGE_CHECK_WINDOWS == len(windows["fresh"]), check
@@ -146,16 +141,14 @@ def page_check_reads_the_model_files_pages(ctx):
         raise AssertionError("page_check of a missing file did not fail")
 
 
-@check
-def new_profiles_read(ctx):
+def test_new_profiles_read(ctx):
     for name, packages, cores in [("xeon-8380", 2, 80), ("epyc-9355p", 1, 32), ("xeon-6980p", 2, 256)]:
         data = json.loads(run([ctx.cpullm, "topo", "--hardware", name, "--json"]).stdout)
         assert data["topology"]["packages"] == packages and len(data["topology"]["cores"]) == cores, name
         assert data["profile"]["memory_bandwidth_gbs_per_package"]["source"], name
 
 
-@check
-def malformed_profile_names_the_field(ctx):
+def test_malformed_profile_names_the_field(ctx):
     with open(os.path.join(PROFILES, "xeon-8380.json")) as f:
         good = json.load(f)
     path = os.path.join(ctx.workdir, "broken.json")
@@ -174,11 +167,10 @@ def malformed_profile_names_the_field(ctx):
                  'field "caches" has no "source"')
 
 
-@check
-def tiny_sweep_end_to_end(ctx):
+def test_tiny_sweep_end_to_end(ctx):
     model = os.path.join(ctx.shared, "stories260K.gguf")
     if not os.path.exists(model):
-        return f"skip: {model} is absent"
+        pytest.skip(f"{model} is absent")
     space = os.path.join(ctx.workdir, "tiny.toml")
     with open(space, "w") as f:
         f.write('[values]\nthreads = [1, 2]\nformat = ["f32", "q8_0"]\n[workload]\nprompt = 16\ngen = 16\n')
@@ -210,11 +202,10 @@ def tiny_sweep_end_to_end(ctx):
     expect_error(cmd, "--resume")  # the same folder without --resume is refused
 
 
-@check
-def sweep_rows_in_results_db_survive_interruption(ctx):
+def test_sweep_rows_in_results_db_survive_interruption(ctx):
     model = os.path.join(ctx.shared, "stories260K.gguf")
     if not os.path.exists(model):
-        return f"skip: {model} is absent"
+        pytest.skip(f"{model} is absent")
     space = os.path.join(ctx.workdir, "db.toml")
     with open(space, "w") as f:
         f.write('[values]\nthreads = [1, 2]\nformat = ["f32", "q8_0"]\n[workload]\nprompt = 16\ngen = 8\n')
@@ -271,8 +262,7 @@ def sweep_rows_in_results_db_survive_interruption(ctx):
     assert json.loads(listed)["run"]["kind"] == "sweep" and len(json.loads(listed)["results"]) == 6, listed
 
 
-@check
-def sweep_never_shows_a_database_password(ctx):
+def test_sweep_never_shows_a_database_password(ctx):
     """A PostgreSQL --db with a password (no server there: every point fails): the note, the
     failures on stderr, sweep-state.jsonl and sweep-table.md hold no password, and a conninfo
     string is no SQLite file."""
@@ -296,18 +286,3 @@ def sweep_never_shows_a_database_password(ctx):
             assert "s3cret" not in text, text
         assert not [f for f in os.listdir(".") if "s3cret" in f]
 
-
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--cpullm", required=True)
-    parser.add_argument("--shared", required=True)
-    parser.add_argument("--workdir", required=True)
-    ctx = parser.parse_args()
-    ctx.cpullm = os.path.abspath(ctx.cpullm)
-    os.environ["CPULLM_BIN"] = ctx.cpullm  # the Python subcommands find the binary under test through it
-    os.makedirs(ctx.workdir, exist_ok=True)
-    sys.exit(run_checks(ctx))
-
-
-if __name__ == "__main__":
-    main()

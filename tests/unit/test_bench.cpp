@@ -203,17 +203,17 @@ TEST(BenchReporters, MarkdownTable) {
 }
 
 TEST(BenchWorkloads, TheShippedFileHasSeedAndCiWorkloads) {
-  const Workload seed = find_workload(default_workloads_path(), "seed");
+  const Workload seed = find_workload(CPULLM_WORKLOADS_FILE, "seed");
   EXPECT_EQ(seed.shape.dim, 4096);  // LLaMA-7B
   EXPECT_EQ(seed.shape.n_layers, 32);
   EXPECT_EQ(seed.n_seq, 32);
   EXPECT_EQ(seed.n_prompt, 512);
   EXPECT_EQ(seed.kv_type, "f16");
-  const Workload tiny = find_workload(default_workloads_path(), "ci-tiny");
+  const Workload tiny = find_workload(CPULLM_WORKLOADS_FILE, "ci-tiny");
   EXPECT_EQ(tiny.shape.dim, 64);
   EXPECT_EQ(tiny.shape.n_kv_heads, 2);
   try {
-    find_workload(default_workloads_path(), "nope");
+    find_workload(CPULLM_WORKLOADS_FILE, "nope");
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("there are: seed"), std::string::npos) << e.what();
