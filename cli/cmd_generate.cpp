@@ -116,7 +116,7 @@ void run_generate(const GenerateOptions& o) {
                prompt.size() * sequences, prompt.size() * sequences / prompt_seconds,
                seconds_between(start, first_token_time) * 1e3, generated,
                steps > 1 ? later_tokens / generation_seconds : 0.0, session.report().threads,
-               session.report().isa.c_str(), peak_resident_bytes() / 1048576.0,
+               std::string(isa_name(session.report().kernels.isa)).c_str(), peak_resident_bytes() / 1048576.0,
                describe_page_sizes(model.file().mapping()).c_str(),
                sequences > 1 ? fmt::format(", {} sequences", sequences).c_str() : "",
                o.run.prefetch ? fmt::format(", prefetched {:.1f} MiB", model.prefetched_bytes() / 1048576.0).c_str() : "");

@@ -285,7 +285,7 @@ void run_profile(ProfileOptions o) {
   run_phases(session, prompt, std::min(o.generated_tokens, 2), energy);
   if (o.overhead) return run_overhead(o, session, prompt, counters.get(), energy);
 
-  const Roofs roofs = find_roofs(o.hardware, active_isa());
+  const Roofs roofs = find_roofs(o.hardware, session.report().kernels.isa);
   attach_region_counters(counters.get());
   enable_regions(true);
   const std::vector<Phase> phases = run_phases(session, prompt, o.generated_tokens, energy);
@@ -309,7 +309,7 @@ void run_profile(ProfileOptions o) {
         {"model", valid_utf8(o.run.model)},
         {"threads", session.report().threads},
         {"sequences", o.run.sequences},
-        {"isa", session.report().isa},
+        {"isa", std::string(isa_name(session.report().kernels.isa))},
         {"kv_type", o.run.kv_type},
         {"prefetch", o.run.prefetch},
         {"attn_tile", o.run.attn_tile},
@@ -335,7 +335,7 @@ void run_profile(ProfileOptions o) {
     return;
   }
   std::printf("cpullm profile: %s, %d threads, kernels %s, KV cache %s%s\n", o.run.model.c_str(),
-              session.report().threads, session.report().isa.c_str(), o.run.kv_type.c_str(),
+              session.report().threads, std::string(isa_name(session.report().kernels.isa)).c_str(), o.run.kv_type.c_str(),
               o.run.sequences > 1 ? fmt::format(", {} sequences a step", o.run.sequences).c_str() : "");
   std::printf("dispatch: %s\n", describe_dispatch(omp_get_max_threads()).c_str());
   std::printf("roofs: memory %.1f GB/s (%s)\n       compute %.1f GFLOP/s (%s)\n       ridge %.1f FLOP/byte\n",

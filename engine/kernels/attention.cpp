@@ -172,7 +172,7 @@ void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv
 }
 
 // A tile of queries against a tile of keys is two small matrix products, so both run on the
-// GEMM's float micro-kernel of the active ISA level (gemm.hpp): the scores, (queries, keys) =
+// GEMM's float micro-kernel of the run's ISA level (gemm.hpp): the scores, (queries, keys) =
 // queries . keys^T over head_dim, with the keys packed as panels of R keys (column d's R keys
 // side by side, the panel layout); the output, (queries, head_dim) += probabilities . values
 // over the tile's keys, with the values packed as panels of R head columns. Each call computes
@@ -193,14 +193,15 @@ void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv
 constexpr int64_t kKeptPanelBytes = int64_t{8} << 20;
 
 void attention_tiles(float* out, const float* q, int64_t first_position, int64_t n_queries, const void* keys,
-                     const void* values, GgmlType kv_type, const AttentionShape& shape, const AttentionTiles& tiles) {
+                     const void* values, GgmlType kv_type, const AttentionShape& shape, const AttentionTiles& tiles,
+                     Isa isa) {
   const int64_t dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
   const int64_t group = shape.n_heads / shape.n_kv_heads, hd = shape.head_dim;
   const int64_t row_size = row_bytes(kv_type, kv_dim), element_size = row_bytes(kv_type, 1);
   const auto* value_rows = static_cast<const std::byte*>(values);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t query_tiles = (n_queries + tiles.queries - 1) / tiles.queries;
-  const GemmKernels& gemm = gemm_kernels(active_isa());
+  const GemmKernels& gemm = gemm_kernels(isa);
   const int64_t R = gemm.float_rows, N = gemm.float_tokens;
   const int64_t key_width = round_up(tiles.keys, R), value_width = round_up(hd, R);
   const int64_t key_tile_floats = hd * key_width, value_tile_floats = value_width * tiles.keys;
@@ -308,14 +309,15 @@ void attention(float* out, const float* q, const float* keys, const float* value
 }
 
 void attention_tiled(float* out, const float* q, int64_t first_position, int64_t n_queries, const void* keys,
-                     const void* values, GgmlType kv_type, const AttentionShape& shape, const AttentionTiles& tiles) {
+                     const void* values, GgmlType kv_type, const AttentionShape& shape, const AttentionTiles& tiles,
+                     Isa isa) {
   require_kv_type(kv_type);
-  attention_tiles(out, q, first_position, n_queries, keys, values, kv_type, shape, tiles);
+  attention_tiles(out, q, first_position, n_queries, keys, values, kv_type, shape, tiles, isa);
 }
 
 void attention_tiled(float* out, const float* q, int64_t first_position, int64_t n_queries, const float* keys,
-                     const float* values, const AttentionShape& shape, const AttentionTiles& tiles) {
-  attention_tiled(out, q, first_position, n_queries, keys, values, GgmlType::F32, shape, tiles);
+                     const float* values, const AttentionShape& shape, const AttentionTiles& tiles, Isa isa) {
+  attention_tiled(out, q, first_position, n_queries, keys, values, GgmlType::F32, shape, tiles, isa);
 }
 
 bool kv_type_supported(GgmlType type) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/format/ggml_types.hpp"
+#include "engine/kernels/isa.hpp"
 
 namespace cpullm {
 
@@ -48,10 +49,12 @@ AttentionTiles parse_attention_tiles(const std::string& text);  // "8x8"; 1..128
 // holding at least first_position + n_queries rows. Tile by tile with an online softmax: for each
 // query the running maximum and sum rescale what was accumulated so far, so no
 // (queries x positions) score matrix exists and a tile of keys is read once per tile of queries.
+// The tiles' products run on the GEMM micro-kernel of `isa`.
 void attention_tiled(float* out, const float* q, int64_t first_position, int64_t n_queries, const float* keys,
-                     const float* values, const AttentionShape& shape, const AttentionTiles& tiles);
+                     const float* values, const AttentionShape& shape, const AttentionTiles& tiles, Isa isa);
 void attention_tiled(float* out, const float* q, int64_t first_position, int64_t n_queries, const void* keys,
-                     const void* values, GgmlType kv_type, const AttentionShape& shape, const AttentionTiles& tiles);
+                     const void* values, GgmlType kv_type, const AttentionShape& shape, const AttentionTiles& tiles,
+                     Isa isa);
 
 // Whether a cache can hold this type (F32, F16, BF16).
 bool kv_type_supported(GgmlType type);

@@ -3,17 +3,11 @@
 #include <cpuid.h>
 
 #include <cstdlib>
-#include <optional>
 
 #include "engine/util/error.hpp"
 
 namespace cpullm {
 namespace {
-
-std::optional<Isa>& forced() {
-  static std::optional<Isa> isa;
-  return isa;
-}
 
 // F16C from CPUID leaf 1 (ECX bit 29): clang before 15 does not know "f16c" in __builtin_cpu_supports.
 bool has_f16c() {
@@ -55,17 +49,15 @@ Isa best_isa() {
   return cpu_supports(Isa::Avx512) ? Isa::Avx512 : cpu_supports(Isa::Avx2) ? Isa::Avx2 : Isa::Scalar;
 }
 
-void force_isa(Isa isa) {
-  if (!cpu_supports(isa)) fail("this CPU cannot run the {} kernels (best available: {})", isa_name(isa), isa_name(best_isa()));
-  forced() = isa;
+Isa resolve_isa(std::string_view requested) {
+  const char* env = std::getenv("CPULLM_ISA");
+  const Isa isa = !requested.empty() ? parse_isa(requested) : env && *env ? parse_isa(env) : best_isa();
+  check_cpu_runs(isa);
+  return isa;
 }
 
-Isa active_isa() {
-  if (!forced()) {
-    const char* env = std::getenv("CPULLM_ISA");
-    force_isa(env && *env ? parse_isa(env) : best_isa());
-  }
-  return *forced();
+void check_cpu_runs(Isa isa) {
+  if (!cpu_supports(isa)) fail("this CPU cannot run the {} kernels (best available: {})", isa_name(isa), isa_name(best_isa()));
 }
 
 }  // namespace cpullm

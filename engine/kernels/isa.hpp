@@ -1,6 +1,8 @@
-// Which instruction set the kernels use. Chosen at run time from CPUID; `--isa` or the
-// CPULLM_ISA environment variable force a lower level, so the AVX2 path (all the Xeon E5 v4
-// target has) is tested and benchmarked on any machine.
+// Which instruction set the kernels use. Each run resolves its level once (resolve_isa: `--isa`,
+// else the CPULLM_ISA environment variable, else the best CPUID reports) and passes it to every
+// kernel call as an argument; nothing in the process holds a current level, so runs at different
+// levels can share a process, and the AVX2 path (all the Xeon E5 v4 target has) is tested and
+// benchmarked on any machine.
 #pragma once
 #include <string>
 #include <string_view>
@@ -18,9 +20,10 @@ Isa parse_isa(std::string_view name);  // "scalar", "avx2", "avx512"; Error othe
 bool cpu_supports(Isa isa);
 Isa best_isa();                        // the highest level this CPU runs
 
-// The level the kernels use: best_isa(), or CPULLM_ISA when set. Forcing a level this CPU
-// cannot run is an Error, never a silent fallback.
-Isa active_isa();
-void force_isa(Isa isa);
+// The level a run asks for: `requested` ("scalar", "avx2", "avx512"), else $CPULLM_ISA where
+// set, else best_isa(). A level this CPU cannot run is an Error, never a silent fallback.
+Isa resolve_isa(std::string_view requested = {});
+// An Error where this CPU cannot run `isa`'s kernels (a level given as a value, not resolved).
+void check_cpu_runs(Isa isa);
 
 }  // namespace cpullm

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <vector>
 
 #include "engine/kernels/gemm.hpp"
@@ -143,40 +142,23 @@ void integer_gemm(const GemmKernels& k, float* y, int64_t y_stride, const Weight
 
 }  // namespace
 
-namespace {
-CacheSizes caches_from_sysconf() {
+CacheSizes sysconf_cache_sizes() {
   const long l1d = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
   return {l1d > 0 ? l1d : 32 * 1024, l2 > 0 ? l2 : 256 * 1024};
 }
-std::atomic<int64_t> l1d_bytes_in_use{caches_from_sysconf().l1d_bytes};
-std::atomic<int64_t> l2_bytes_in_use{caches_from_sysconf().l2_bytes};
-}  // namespace
 
-CacheSizes cache_sizes() {
-  return {l1d_bytes_in_use.load(std::memory_order_relaxed), l2_bytes_in_use.load(std::memory_order_relaxed)};
-}
-
-void set_cache_sizes(const CacheSizes& sizes) {
+void check_cache_sizes(const CacheSizes& sizes) {
   constexpr int64_t kMost = int64_t{1} << 30;
   if (sizes.l1d_bytes < 1024 || sizes.l1d_bytes > kMost)
     fail("an L1d cache of {} bytes is outside 1 KiB to 1 GiB", sizes.l1d_bytes);
   if (sizes.l2_bytes < 4096 || sizes.l2_bytes > kMost)
     fail("an L2 cache of {} bytes is outside 4 KiB to 1 GiB", sizes.l2_bytes);
-  l1d_bytes_in_use.store(sizes.l1d_bytes, std::memory_order_relaxed);
-  l2_bytes_in_use.store(sizes.l2_bytes, std::memory_order_relaxed);
 }
+
+KernelConfig default_kernels() { return {resolve_isa(), sysconf_cache_sizes()}; }
 
 const GemmKernels& gemm_kernels(Isa isa) {
   return table_for_isa(isa, scalar_gemm_kernels, avx2_gemm_kernels, avx512_gemm_kernels);
-}
-
-void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride, int64_t tokens) {
-  matmul(y, y_stride, w, x, x_stride, tokens, active_isa());
-}
-
-void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride, int64_t tokens,
-            Isa isa) {
-  matmul(y, y_stride, w, x, x_stride, tokens, isa, cache_sizes());
 }
 
 void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride, int64_t tokens,

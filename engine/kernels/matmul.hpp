@@ -20,28 +20,33 @@ struct CacheSizes {
   int64_t l2_bytes;   // the L2
 };
 
-// The cache sizes in use: set_cache_sizes's, else sysconf's (32 KiB and 256 KiB where it says
-// 0). The CLI sets them from the topology the run stands for: hwloc's view of this machine, or a
-// hardware profile's emulated box (`profile --hardware`). Sizes outside 4 KiB (L1d 1 KiB) to
-// 1 GiB are refused.
-CacheSizes cache_sizes();
-void set_cache_sizes(const CacheSizes& sizes);
+// sysconf's per-core L1d and L2 (32 KiB and 256 KiB where it says 0): a run's default where
+// its topology reports none.
+CacheSizes sysconf_cache_sizes();
+// An Error for sizes outside 1 KiB (L1d; L2 4 KiB) to 1 GiB, which no blocking is sized for.
+void check_cache_sizes(const CacheSizes& sizes);
+
+// What a run's kernels are told, resolved once per run (engine/run/machine_settings.hpp) and
+// passed to every kernel call: nothing in the process holds a current level or cache size.
+struct KernelConfig {
+  Isa isa;            // the instruction set every kernel of the run uses; one this CPU runs
+  CacheSizes caches;  // the core caches the GEMM's blocking and matmul_streams_rows size to
+};
+// resolve_isa()'s level (CPULLM_ISA, else the best) and sysconf_cache_sizes(): a Model's
+// kernels where its options name none.
+KernelConfig default_kernels();
 
 // Whether matmul runs `tokens` tokens of a matrix of this type and `cols` columns through
 // matvec_group, streaming each row once (a decode step of a few sequences), instead of packing
 // panels for the GEMM. The integer formats stream only while the tokens' quantized activations
 // fit in half of L1d beside the rows.
-bool matmul_streams_rows(GgmlType type, int64_t tokens, int64_t cols, int64_t l1d_bytes = cache_sizes().l1d_bytes);
+bool matmul_streams_rows(GgmlType type, int64_t tokens, int64_t cols, int64_t l1d_bytes);
 
 // y (tokens, y_stride): y[t * y_stride + r] = W row r . x[t * x_stride ...] for r < w.rows,
 // t < tokens; x is (tokens, x_stride) with w.cols values per token. Row blocks are split over
-// the OpenMP threads; the result does not depend on their number. Kernels of `isa`
-// (default: active_isa()).
-void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride, int64_t tokens);
-void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride, int64_t tokens,
-            Isa isa);
-// The same with the cache blocking sized for `caches` instead of cache_sizes() (the tests pass
-// small ones to cross many passes, panels and row blocks with small matrices).
+// the OpenMP threads; the result does not depend on their number. Kernels of `isa`, the
+// cache blocking sized for `caches` (the tests pass small ones to cross many passes, panels and
+// row blocks with small matrices).
 void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride, int64_t tokens,
             Isa isa, const CacheSizes& caches);
 

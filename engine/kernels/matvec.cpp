@@ -136,15 +136,11 @@ int64_t rows_per_kernel_call(const WeightMatrix& w) {
   return group;
 }
 
-void matvec(float* y, const WeightMatrix& w, const float* x) { matvec(y, w, x, active_isa()); }
-
 void matvec(float* y, const WeightMatrix& w, const float* x, Isa isa) {
   if (is_sparse(w.type)) return sparse_matvec(y, w, x, isa);
   const MatvecTask task{y, &w};
   matvec_group({&task, 1}, x, isa);
 }
-
-void matvec_group(std::span<const MatvecTask> tasks, const float* x) { matvec_group(tasks, x, active_isa()); }
 
 void matvec_group(std::span<const MatvecTask> tasks, const float* x, Isa isa) {
   if (!tasks.empty()) matvec_group(tasks, x, tasks[0].w->cols, 1, isa);

@@ -32,8 +32,7 @@ int64_t row_bytes(const WeightMatrix& w);
 int64_t rows_per_kernel_call(const WeightMatrix& w);
 
 // y (rows) = W (rows, cols) . x (cols), rows split over the OpenMP threads, with the kernels
-// of `isa` (default: active_isa()).
-void matvec(float* y, const WeightMatrix& w, const float* x);
+// of `isa`.
 void matvec(float* y, const WeightMatrix& w, const float* x, Isa isa);
 
 // One product of a group that shares its input: y (w->rows) = W . x.
@@ -45,7 +44,6 @@ struct MatvecTask {
 // Every task's product with the same x (cols) in one parallel region, the rows of all the
 // matrices split over the threads as one range: decode's q, k and v (or gate and up) cost one
 // fork/join and one quantization of x instead of three. Each output equals matvec's, bit for bit.
-void matvec_group(std::span<const MatvecTask> tasks, const float* x);
 void matvec_group(std::span<const MatvecTask> tasks, const float* x, Isa isa);
 
 // The most tokens matvec_group takes at once.

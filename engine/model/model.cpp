@@ -55,8 +55,11 @@ std::vector<std::vector<std::span<const std::byte>>> prefetch_ranges(const Model
 
 Model::Model(const std::string& path, const ModelOptions& options)
     : file_(std::make_unique<GgufFile>(path)), config_(LlamaConfig::from_gguf(*file_)),
-      weights_(map_weights(*file_, config_)), options_(options) {
+      weights_(map_weights(*file_, config_)), options_(options),
+      kernels_(options.kernels ? *options.kernels : default_kernels()) {
   const LlamaConfig& c = config_;
+  check_cpu_runs(kernels_.isa);
+  check_cache_sizes(kernels_.caches);
   if (options.context < 0) fail("context {} is negative", options.context);
   if (options.sequences < 1 || options.sequences > kMaxSequences)
     fail("{} sequences: must be from 1 to {}", options.sequences, kMaxSequences);
@@ -183,8 +186,8 @@ void Model::project(float* y, int64_t y_stride, const WeightMatrix& w, const flo
   ScopedRegion scope(region, matmul_cost(w, tokens));
   // Rows [first, first + rows.rows) of the output from those rows of the weights.
   const auto compute = [&](const WeightMatrix& rows, int64_t first) {
-    if (tokens == 1) return matvec(y + first, rows, x);
-    matmul(y + first, y_stride, rows, x, x_stride, tokens);
+    if (tokens == 1) return matvec(y + first, rows, x, kernels_.isa);
+    matmul(y + first, y_stride, rows, x, x_stride, tokens, kernels_.isa, kernels_.caches);
   };
   if (const TensorParallel* tp = options_.tensor_parallel.get()) {
     // --numa mpi: this rank's rows (it reads only those pages of the file), then everyone's.
@@ -228,7 +231,7 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
   const bool rows_split_elsewhere = options_.tensor_parallel || (placement && placement->per_thread_rows());
   auto project_normalised = [&](std::initializer_list<MatvecTask> tasks, std::initializer_list<Region> regions) {
     const bool grouped = !rows_split_elsewhere && std::all_of(tasks.begin(), tasks.end(), [&](const MatvecTask& t) {
-      return matmul_streams_rows(t.w->type, n, t.w->cols);
+      return matmul_streams_rows(t.w->type, n, t.w->cols, kernels_.caches.l1d_bytes);
     });
     if (grouped) {
       std::array<RegionShare, kMaxFusedRegions> shares;
@@ -239,7 +242,7 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
         group[i] = {t.y, placement ? &placement->copy_for_node(*t.w, 0) : t.w, t.w->rows};
       }
       ScopedRegion scope({shares.data(), tasks.size()});
-      return matvec_group({group.data(), tasks.size()}, b.xb.data(), dim, n, active_isa());
+      return matvec_group({group.data(), tasks.size()}, b.xb.data(), dim, n, kernels_.isa);
     }
     for (std::size_t i = 0; i < tasks.size(); ++i) {
       const MatvecTask& t = tasks.begin()[i];
@@ -319,7 +322,8 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
       ScopedRegion region(Region::attention, attention_cost(shape, run.first_position, run.count, kv_bytes));
       if (single.empty()) store(run);
       attention_tiled(&b.xb[run.first_token * dim], &b.q[run.first_token * dim], run.first_position, run.count,
-                      cache_.keys(run.sequence, l), cache_.values(run.sequence, l), kv_type, shape, attention_tiles_);
+                      cache_.keys(run.sequence, l), cache_.values(run.sequence, l), kv_type, shape, attention_tiles_,
+                      kernels_.isa);
     }
     project(b.xb2.data(), dim, w.wo, b.xb.data(), dim, n, Region::o_proj);
     add_rows(b.x.data(), b.xb2.data(), dim);

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "engine/format/gguf.hpp"
 #include "engine/instrument/regions.hpp"
 #include "engine/kernels/attention.hpp"
+#include "engine/kernels/matmul.hpp"
 #include "engine/model/config.hpp"
 #include "engine/model/kv_cache.hpp"
 #include "engine/model/layer_prefetcher.hpp"
@@ -32,6 +34,7 @@ struct ModelOptions {
   bool prefetch = false;       // double buffering: map layer l + 1 while layer l computes, then the embedding table (--prefetch)
   std::shared_ptr<const WeightPlacement> placement{};        // --placement: the NUMA copies threads read; null: the mapping
   std::shared_ptr<const TensorParallel> tensor_parallel{};  // --numa mpi: this rank computes its share of every projection
+  std::optional<KernelConfig> kernels{};  // the level and cache sizes every kernel call uses; none: default_kernels()
 };
 
 // One token of a batch, as llama.cpp's llama_batch has it: which sequence it continues, at
@@ -76,6 +79,7 @@ class Model {
   const LlamaConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
   const ModelOptions& options() const { return options_; }
+  const KernelConfig& kernels() const { return kernels_; }  // what every forward() runs on
   const MemoryPlan& memory_plan() const { return memory_plan_; }
   int64_t context() const { return cache_.shape().context; }
   uint64_t kv_cache_bytes() const { return cache_.shape().bytes(); }
@@ -118,6 +122,7 @@ class Model {
   LlamaConfig config_;
   ModelWeights weights_;
   ModelOptions options_;
+  KernelConfig kernels_;                  // options_.kernels, or the defaults, resolved once
   MemoryPlan memory_plan_;
   KvCache cache_;
   std::vector<int64_t> sequence_length_;  // (sequences) positions run so far

@@ -25,9 +25,7 @@ ThreadRequest thread_request(const RunConfig& config) {
 
 RunReport apply_machine_settings(const RunConfig& config, const Topology& topology) {
   RunReport report;
-  // An explicit level is forced; without one the level stays $CPULLM_ISA's or the best (isa.hpp).
-  if (!config.isa.empty()) force_isa(parse_isa(config.isa));
-  report.isa = std::string(isa_name(active_isa()));
+  report.kernels.isa = resolve_isa(config.isa);
 
   // The plan sets OpenMP's thread count (one per usable core at -t 0) and pins every thread:
   // to its CPU when bound, otherwise to the usable CPUs.
@@ -40,12 +38,13 @@ RunReport apply_machine_settings(const RunConfig& config, const Topology& topolo
   // An unbound run's plan says only that its threads are unbound: news to no one who asked nothing.
   if (binding_given(config)) report.notes = plan.notes;
 
-  report.cache_blocking = apply_cache_sizes(config.cache_topology ? *config.cache_topology : topology);
+  report.kernels.caches =
+      topology_cache_sizes(config.cache_topology ? *config.cache_topology : topology, report.cache_blocking);
   return report;
 }
 
-std::string apply_cache_sizes(const Topology& topology) {
-  CacheSizes sizes = cache_sizes();
+CacheSizes topology_cache_sizes(const Topology& topology, std::string& described) {
+  CacheSizes sizes = sysconf_cache_sizes();
   std::vector<std::string> missing;
   const auto take = [&](const char* name, int64_t& bytes) {
     for (const CacheLevel& cache : topology.caches)
@@ -57,10 +56,11 @@ std::string apply_cache_sizes(const Topology& topology) {
   };
   take("L1d", sizes.l1d_bytes);
   take("L2", sizes.l2_bytes);
-  set_cache_sizes(sizes);
-  return fmt::format("GEMM blocked for an L1d of {} KiB and an L2 of {} KiB per core ({}{})", sizes.l1d_bytes / 1024,
+  check_cache_sizes(sizes);
+  described = fmt::format("GEMM blocked for an L1d of {} KiB and an L2 of {} KiB per core ({}{})", sizes.l1d_bytes / 1024,
                      sizes.l2_bytes / 1024, topology.source,
                      missing.empty() ? "" : fmt::format("; {} from sysconf: not reported", fmt::join(missing, ", ")));
+  return sizes;
 }
 
 }  // namespace cpullm

@@ -1,10 +1,12 @@
 // The part of a run that is applied to this process before any model is loaded: OpenMP's
-// threads and where each may run, the kernels' instruction set, and the GEMM's cache blocking.
+// threads and where each may run; and what the run's kernels are told, resolved once: the
+// instruction set and the cache sizes the GEMM's blocking is sized for.
 // What was applied comes back as a RunReport, reductions included, for the run's output.
 #pragma once
 #include <string>
 #include <vector>
 
+#include "engine/kernels/matmul.hpp"
 #include "engine/run/run_config.hpp"
 #include "engine/runtime/thread_plan.hpp"
 #include "engine/runtime/topology.hpp"
@@ -14,7 +16,7 @@ namespace cpullm {
 // What a run applied, after the machine reduced what it cannot do.
 struct RunReport {
   int threads = 0;                 // OpenMP threads that run
-  std::string isa;                 // the kernel level that runs
+  KernelConfig kernels{};          // the kernel level and cache sizes every kernel call of the run uses
   std::string binding;             // the binding policy applied (reduced where the machine offers less)
   std::string thread_cpus;         // "thread 0 on CPU 0, thread 1 on CPU 1": each thread's CPUs as the OS reports them
   std::string cache_blocking;      // the GEMM's cache blocking, in words
@@ -29,11 +31,13 @@ bool binding_given(const RunConfig& config);
 // The thread request of the run's -t, --bind, --cpuset and --housekeeping.
 ThreadRequest thread_request(const RunConfig& config);
 
-// Threads (planned over `topology` and pinned), kernel level and cache blocking, applied.
+// Threads (planned over `topology` and pinned), applied; the kernel level (config.isa, else
+// $CPULLM_ISA, else the best: an Error where this CPU cannot run it) and the cache sizes
+// (config.cache_topology's, else `topology`'s), resolved into the report.
 RunReport apply_machine_settings(const RunConfig& config, const Topology& topology);
 
-// Sizes the GEMM's cache blocking to the per-core L1d and L2 of `topology` (sysconf's where
-// hwloc reports none) and returns a line saying what it used.
-std::string apply_cache_sizes(const Topology& topology);
+// The per-core L1d and L2 of `topology` (sysconf's where it reports none), and in `described` a
+// line saying what they are and where they come from (RunReport::cache_blocking).
+CacheSizes topology_cache_sizes(const Topology& topology, std::string& described);
 
 }  // namespace cpullm

@@ -46,7 +46,8 @@ void Session::load() {
                              .mlock = config_.mlock,
                              .prefetch = config_.prefetch,
                              .placement = placement_,
-                             .tensor_parallel = tensor_parallel_};
+                             .tensor_parallel = tensor_parallel_,
+                             .kernels = report_.kernels};
   model_ = std::make_unique<Model>(config_.model, options);
   if (placement_) placed_ = place_weights(*placement_, *model_);
   model_->set_attention_tiles(tiles_);
@@ -59,7 +60,7 @@ std::string Session::describe() const {
       "threads={} bind={} cpuset={} housekeeping={} isa={} placement={} ranks={} attn_tile={} kv_type={} context={} "
       "sequences={} prefetch={} mlock={} temp={} top_k={} top_p={} seed={}",
       report_.threads, report_.binding, config_.cpuset.empty() ? "all" : config_.cpuset, config_.housekeeping,
-      report_.isa, report_.placement, report_.ranks, config_.attn_tile, config_.kv_type, model_->context(),
+      isa_name(report_.kernels.isa), report_.placement, report_.ranks, config_.attn_tile, config_.kv_type, model_->context(),
       config_.sequences, config_.prefetch ? 1 : 0, config_.mlock ? 1 : 0, config_.sampling.temperature,
       config_.sampling.top_k, config_.sampling.top_p, config_.sampling.seed);
 }

@@ -121,7 +121,7 @@ const Roofs& roofs_for(PointRequest& request, Isa isa) {
 // time is kept apart from the samples.
 PointProfile profile_repetition(Session& session, const BenchPoint& point, PointRequest& request) {
   PointProfile profile;
-  profile.roofs = roofs_for(request, active_isa());
+  profile.roofs = roofs_for(request, session.report().kernels.isa);
   PerfCounters counters;  // opened on the point's threads, which the session fixed
   profile.unavailable = counters.unavailable();
   attach_region_counters(&counters);  // also resets the totals: the table is this repetition's alone

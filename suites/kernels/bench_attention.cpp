@@ -57,6 +57,7 @@ void BM_Attention(benchmark::State& state) {
   const auto kv_type = static_cast<cpullm::GgmlType>(state.range(3));
   Inputs in = random_inputs(sequence, kv_type);
   const int64_t dim = kShape.n_heads * kShape.head_dim, first = sequence - kQueries;
+  const cpullm::Isa isa = cpullm::resolve_isa();  // $CPULLM_ISA, else the best
   for (auto _ : state) {
     if (tiles.queries == 0) {
       for (int64_t i = 0; i < kQueries; ++i)
@@ -64,7 +65,7 @@ void BM_Attention(benchmark::State& state) {
                           first + i + 1, kShape);
     } else {
       cpullm::attention_tiled(in.out.data(), in.q.data(), first, kQueries, in.keys.data(), in.values.data(), kv_type,
-                              kShape, tiles);
+                              kShape, tiles, isa);
     }
     benchmark::DoNotOptimize(in.out.data());
   }

@@ -36,11 +36,12 @@ void BM_Matmul(benchmark::State& state) {
   std::mt19937 rng(2);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (float& v : x) v = dist(rng);
+  const cpullm::CacheSizes caches = cpullm::sysconf_cache_sizes();
   for (auto _ : state) {
     if (matvec_loop)
       for (int64_t t = 0; t < tokens; ++t) cpullm::matvec(y.data() + t * rows, w.matrix, x.data() + t * cols, isa);
     else
-      cpullm::matmul(y.data(), rows, w.matrix, x.data(), cols, tokens, isa);
+      cpullm::matmul(y.data(), rows, w.matrix, x.data(), cols, tokens, isa, caches);
     benchmark::DoNotOptimize(y.data());
   }
   state.counters["FLOP/s"] =

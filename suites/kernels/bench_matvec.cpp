@@ -187,13 +187,14 @@ void run_decode_layer(const DecodeSet& set, int64_t l, GgmlType type, Isa isa, i
   const cpullm::MatvecTask qkv[] = {task(q), task(k), task(v)}, out[] = {task(o)};
   const cpullm::MatvecTask gate_up[] = {task(gate), task(up)}, ffn_down[] = {task(down)};
   using Group = std::span<const cpullm::MatvecTask>;
+  const cpullm::CacheSizes caches = cpullm::sysconf_cache_sizes();
   for (Group group : {Group(qkv), Group(out), Group(gate_up), Group(ffn_down)}) {
     const int64_t cols = group[0].w->cols;
-    if (cpullm::matmul_streams_rows(type, tokens, cols)) {
+    if (cpullm::matmul_streams_rows(type, tokens, cols, caches.l1d_bytes)) {
       cpullm::matvec_group(group, x, cols, tokens, isa);
       continue;
     }
-    for (const cpullm::MatvecTask& t : group) cpullm::matmul(t.y, t.w->rows, *t.w, x, cols, tokens, isa);
+    for (const cpullm::MatvecTask& t : group) cpullm::matmul(t.y, t.w->rows, *t.w, x, cols, tokens, isa, caches);
   }
 }
 

@@ -79,10 +79,11 @@ void BM_Sparse(benchmark::State& state) {
   const Matrix m = make_matrix(type, rows, cols);
   std::vector<float> x(tokens * cols, 0.5f), y(tokens * rows);
   double fastest = INFINITY;
+  const cpullm::CacheSizes caches = cpullm::sysconf_cache_sizes();
   for (auto _ : state) {
     const auto start = std::chrono::steady_clock::now();
     if (tokens == 1) cpullm::matvec(y.data(), m.w, x.data(), isa);
-    else cpullm::matmul(y.data(), rows, m.w, x.data(), cols, tokens, isa);
+    else cpullm::matmul(y.data(), rows, m.w, x.data(), cols, tokens, isa, caches);
     benchmark::DoNotOptimize(y.data());
     fastest = std::min(fastest, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
   }

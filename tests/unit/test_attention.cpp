@@ -58,18 +58,16 @@ TEST_P(TiledAttention, MatchesPlainAttention) {
   std::vector<float> plain(c.queries * dim);
   for (int64_t i = 0; i < c.queries; ++i)
     attention(&plain[i * dim], q.data() + i * dim, key_cache.data(), value_cache.data(), c.kv_type, first + i + 1, shape);
-  const test::RestoreIsa restore;
   const int threads_before = omp_get_max_threads();
   // One thread packs every key tile once per KV head; three split some heads' query tiles between
   // threads, so a thread starts mid-head and packs the tiles its first unit needs.
   for (int threads : {1, 3})
     for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {  // the tiles run on that level's GEMM micro-kernel
       if (!cpu_supports(isa)) continue;
-      force_isa(isa);
       omp_set_num_threads(threads);
       std::vector<float> tiled(c.queries * dim);
       attention_tiled(tiled.data(), q.data(), first, c.queries, key_cache.data(), value_cache.data(), c.kv_type, shape,
-                      c.tiles);
+                      c.tiles, isa);
       omp_set_num_threads(threads_before);
       for (int64_t i = 0; i < c.queries * dim; ++i)
         ASSERT_NEAR(tiled[i], plain[i], 2e-5) << isa_name(isa) << ", " << threads << " threads, query "

@@ -14,6 +14,9 @@
 #include "harness/bench/statistics.hpp"
 #include "harness/bench/value_lists.hpp"
 #include "harness/bench/workloads.hpp"
+#include "engine/kernels/isa.hpp"
+#include "engine/run/session.hpp"
+#include "engine/synthetic/synthetic_model.hpp"
 #include "engine/util/error.hpp"
 #include "tests/unit/test_support.hpp"
 
@@ -330,6 +333,33 @@ TEST(BenchLoad, RateSearchBracketsThenBisects) {
   EXPECT_DOUBLE_EQ(find_max_rate(below(3), 8, 0), 2);  // 8 and 4 fail: down to 2
   EXPECT_DOUBLE_EQ(find_max_rate(below(0), 1, 3), 0);   // nothing passes
   EXPECT_DOUBLE_EQ(find_max_rate(below(1e9), 1, 3), 512);  // ten doublings all pass: the last one
+}
+
+// Every bench point is a Session of its own: two Sessions in one process, one scalar and one at
+// the best level, each report their own level and hand it to their own model; a level the CPU
+// lacks is refused before anything loads.
+TEST(Session, EachRunsTheKernelLevelItIsConfiguredWith) {
+  test::TempDir dir;
+  SyntheticModelOptions model;
+  model.shape = {"custom", 2, 64, 160, 8, 2, 600, 64};
+  model.progress = false;
+  write_synthetic_model(dir.file("m.gguf"), model);
+  RunConfig config;
+  config.model = dir.file("m.gguf");
+  config.context = 8;
+  config.isa = "scalar";
+  Session scalar(config);
+  config.isa = std::string(isa_name(best_isa()));
+  Session best(config);
+  EXPECT_EQ(scalar.report().kernels.isa, Isa::Scalar);
+  EXPECT_EQ(scalar.model().kernels().isa, Isa::Scalar);
+  EXPECT_EQ(best.report().kernels.isa, best_isa());
+  EXPECT_EQ(best.model().kernels().isa, best_isa());
+  EXPECT_NE(scalar.describe().find("isa=scalar"), std::string::npos) << scalar.describe();
+  if (!cpu_supports(Isa::Avx512)) {
+    config.isa = "avx512";
+    EXPECT_THROW(Session{config}, Error);
+  }
 }
 
 }  // namespace

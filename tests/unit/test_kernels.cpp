@@ -133,9 +133,9 @@ TEST(Matvec, SameResultForAnyThreadCount) {
   std::vector<float> x(700, 0.25f), one(300), two(300);
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
-  matvec(one.data(), m.view, x.data());
+  matvec(one.data(), m.view, x.data(), best_isa());
   omp_set_num_threads(2);
-  matvec(two.data(), m.view, x.data());
+  matvec(two.data(), m.view, x.data(), best_isa());
   omp_set_num_threads(threads);
   EXPECT_EQ(one, two);  // each row is one thread's sequential work: bitwise equal
 }
@@ -317,8 +317,8 @@ TEST(MatvecGroup, RefusesMatricesOfDifferentWidths) {
   Matrix a = random_matrix(GgmlType::F32, 2, 64, rng), b = random_matrix(GgmlType::F32, 2, 65, rng);
   std::vector<float> x(65), ya(2), yb(2);
   const MatvecTask tasks[] = {{ya.data(), &a.view}, {yb.data(), &b.view}};
-  EXPECT_THROW(matvec_group(tasks, x.data()), Error);
-  matvec_group({}, x.data());  // an empty group is nothing to do
+  EXPECT_THROW(matvec_group(tasks, x.data(), Isa::Scalar), Error);
+  matvec_group({}, x.data(), Isa::Scalar);  // an empty group is nothing to do
 }
 
 // Q4_0's SIMD kernels take the nibbles unsigned and subtract 8 * sum(a) per block: weights at
@@ -414,7 +414,7 @@ TEST(Matvec, RefusesTypesWithoutAKernel) {
   EXPECT_FALSE(matvec_supports(GgmlType::Q8_0, 48));  // not whole blocks
   EXPECT_TRUE(matvec_supports(GgmlType::CPULLM_INT8_CHANNEL, 64));
   float y, x[32] = {};
-  EXPECT_THROW(matvec(&y, q5_0, x), std::exception);
+  EXPECT_THROW(matvec(&y, q5_0, x, Isa::Scalar), std::exception);
 }
 
 // CPULLM_Q4_0_R8 and CPULLM_Q8_0_R8 hold Q4_0's and Q8_0's bytes rearranged: the same values in
@@ -456,7 +456,7 @@ void expect_interleaving_keeps_values(GgmlType plain_type, GgmlType interleaved_
   EXPECT_THROW(matvec(y_plain.data(), ragged, x.data(), Isa::Scalar), Error);
   EXPECT_THROW(matvec_reference(y_plain.data(), ragged, x.data()), Error);
   std::vector<float> batch_x(16 * cols), batch_y(16 * 12);
-  EXPECT_THROW(matmul(batch_y.data(), 12, ragged, batch_x.data(), cols, 16, Isa::Scalar), Error);
+  EXPECT_THROW(matmul(batch_y.data(), 12, ragged, batch_x.data(), cols, 16, Isa::Scalar, sysconf_cache_sizes()), Error);
   EXPECT_THROW(encode_row(interleaved_type, values.data(), interleaved_bytes.data(), cols), Error);
 }
 

@@ -59,7 +59,7 @@ std::vector<double> effective_activations(GgmlType type, const float* x, int64_t
 // terms in any order is within n * 2^-24 * sum|terms| of exact; both results are, so they are
 // within twice that of each other (integer formats: per-block int32 sums are exact, only the
 // FP32 sum across blocks differs, within the same bound).
-// caches: the cache sizes the blocking is sized for (zeros: cache_sizes()).
+// caches: the cache sizes the blocking is sized for (zeros: sysconf_cache_sizes()).
 void expect_matches_reference(Isa isa, GgmlType type, int64_t tokens, int64_t rows, int64_t cols,
                               CacheSizes caches = {0, 0}) {
   std::mt19937 rng(static_cast<unsigned>(tokens * 7919 + rows * 131 + cols));
@@ -71,8 +71,7 @@ void expect_matches_reference(Isa isa, GgmlType type, int64_t tokens, int64_t ro
 
   std::vector<float> reference(tokens * y_stride, -1.0f), fast(tokens * y_stride, -1.0f);
   matmul_reference(reference.data(), y_stride, m.view, x.data(), x_stride, tokens);
-  if (caches.l2_bytes) matmul(fast.data(), y_stride, m.view, x.data(), x_stride, tokens, isa, caches);
-  else matmul(fast.data(), y_stride, m.view, x.data(), x_stride, tokens, isa);
+  matmul(fast.data(), y_stride, m.view, x.data(), x_stride, tokens, isa, caches.l2_bytes ? caches : sysconf_cache_sizes());
   for (int64_t t = 0; t < tokens; ++t) {
     const std::vector<double> a = effective_activations(type, &x[t * x_stride], cols);
     for (int64_t r = 0; r < rows; ++r) {
@@ -190,14 +189,14 @@ TEST(Matmul, SameResultForAnyThreadCount) {
     const int threads = omp_get_max_threads();
     // Small caches make many blocks of panels, so that with 2 or 3 threads on this machine's cores a
     // thread that finishes its share takes blocks from the others'.
-    for (const CacheSizes caches : {cache_sizes(), CacheSizes{4096, 16384}}) {
+    for (const CacheSizes caches : {sysconf_cache_sizes(), CacheSizes{4096, 16384}}) {
       std::vector<float> one(tokens * 300);
       omp_set_num_threads(1);
-      matmul(one.data(), 300, m.view, x.data(), 4096, tokens, active_isa(), caches);
+      matmul(one.data(), 300, m.view, x.data(), 4096, tokens, best_isa(), caches);
       for (int t : {2, 3}) {
         std::vector<float> several(tokens * 300);
         omp_set_num_threads(t);
-        matmul(several.data(), 300, m.view, x.data(), 4096, tokens, active_isa(), caches);
+        matmul(several.data(), 300, m.view, x.data(), 4096, tokens, best_isa(), caches);
         // the passes over the columns do not depend on the threads
         EXPECT_EQ(one, several) << ggml_type_name(type) << ", " << t << " threads, L2 " << caches.l2_bytes;
       }
@@ -206,34 +205,21 @@ TEST(Matmul, SameResultForAnyThreadCount) {
   }
 }
 
-// The CLI sizes the blocking to the topology's caches (an emulated box's under profile
-// --hardware): matmul without explicit sizes must then block exactly as for those sizes.
-TEST(Matmul, BlocksForTheCachesItIsSet) {
-  std::mt19937 rng(5);
-  const Matrix m = random_matrix(GgmlType::F16, 130, 1000, rng);
-  const int64_t tokens = 17;
-  const std::vector<float> x = uniform_values(tokens * 1000, rng);
-  std::vector<float> set(tokens * 130), explicit_sizes(tokens * 130);
-  const CacheSizes original = cache_sizes(), small{1024, 4096};
-  set_cache_sizes(small);
-  EXPECT_EQ(cache_sizes().l1d_bytes, 1024);
-  EXPECT_EQ(cache_sizes().l2_bytes, 4096);
-  matmul(set.data(), 130, m.view, x.data(), 1000, tokens);
-  set_cache_sizes(original);
-  matmul(explicit_sizes.data(), 130, m.view, x.data(), 1000, tokens, active_isa(), small);
-  EXPECT_EQ(set, explicit_sizes);
-  EXPECT_THROW(set_cache_sizes({512, 4096}), Error);
-  EXPECT_THROW(set_cache_sizes({32768, 1024}), Error);
-  EXPECT_THROW(set_cache_sizes({32768, int64_t{1} << 40}), Error);
-  EXPECT_EQ(cache_sizes().l1d_bytes, original.l1d_bytes);
-  EXPECT_EQ(cache_sizes().l2_bytes, original.l2_bytes);
+// A run's cache sizes come from its topology (hwloc's, or a hardware profile's box): sizes no
+// blocking is meant for are refused before any kernel is sized for them.
+TEST(Matmul, RefusesCacheSizesOutsideTheBlockingsRange) {
+  check_cache_sizes(sysconf_cache_sizes());
+  check_cache_sizes({1024, 4096});
+  EXPECT_THROW(check_cache_sizes({512, 4096}), Error);
+  EXPECT_THROW(check_cache_sizes({32768, 1024}), Error);
+  EXPECT_THROW(check_cache_sizes({32768, int64_t{1} << 40}), Error);
 }
 
 TEST(Matmul, RefusesTypesWithoutAKernel) {
   std::vector<std::byte> block(22);
   const WeightMatrix q5_0{block.data(), GgmlType::Q5_0, 1, 32};
   float y, x[32] = {};
-  EXPECT_THROW(matmul(&y, 1, q5_0, x, 32, 1), std::exception);
+  EXPECT_THROW(matmul(&y, 1, q5_0, x, 32, 1, Isa::Scalar, sysconf_cache_sizes()), std::exception);
 }
 
 // The streaming policy at the shapes it was measured on (docs/kernels.md), with a

@@ -11,6 +11,8 @@
 #include <sstream>
 #include <vector>
 
+#include "engine/kernels/isa.hpp"
+#include "engine/kernels/matmul.hpp"
 #include "engine/model/kv_cache.hpp"
 #include "engine/model/model.hpp"
 #include "engine/sampling/sampler.hpp"
@@ -119,6 +121,48 @@ TEST_F(SyntheticModel, RefusesACacheLargerThanMemory) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("KV cache"), std::string::npos) << e.what();
   }
+}
+
+// The kernel level travels with each model, not with the process: a scalar and an AVX2 model of
+// stories260K forwarded in turn, call by call, each give the logits a model of its level gives on
+// its own, bit for bit, and the two levels' logits differ (their sums round differently), so
+// neither ran the other's kernels. The calls cover the GEMM and tiled attention (a 16-token
+// prompt) and the row kernels (decode steps).
+TEST(Model, EachModelRunsItsOwnKernelLevel) {
+  auto path = test::shared_model("stories260K.gguf");
+  if (!path) GTEST_SKIP() << "../shared/models/stories260K.gguf not found";
+  if (!cpu_supports(Isa::Avx2)) GTEST_SKIP() << "this CPU cannot run the avx2 kernels";
+  const auto options = [](Isa isa) {
+    return ModelOptions{.context = 32, .kernels = KernelConfig{isa, sysconf_cache_sizes()}};
+  };
+  std::vector<int32_t> prompt(16);
+  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(1 + i * 29 % 500);
+  // Call `call` of the run: 0 the prompt (every token's logits), then one decode step each.
+  const auto forward = [&](Model& model, int call, std::vector<float>& all) {
+    const auto logits = call == 0 ? model.forward_batch(prompt, 0, true)
+                                  : model.forward(prompt[static_cast<std::size_t>(call)], 15 + call);
+    all.insert(all.end(), logits.begin(), logits.end());
+  };
+  constexpr int kCalls = 5;
+  const auto alone = [&](Isa isa) {
+    Model model(*path, options(isa));
+    std::vector<float> all;
+    for (int call = 0; call < kCalls; ++call) forward(model, call, all);
+    return all;
+  };
+  Model scalar(*path, options(Isa::Scalar)), avx2(*path, options(Isa::Avx2));
+  EXPECT_EQ(scalar.kernels().isa, Isa::Scalar);
+  EXPECT_EQ(avx2.kernels().isa, Isa::Avx2);
+  std::vector<float> scalar_logits, avx2_logits;
+  for (int call = 0; call < kCalls; ++call) {
+    forward(scalar, call, scalar_logits);
+    forward(avx2, call, avx2_logits);
+  }
+  EXPECT_EQ(scalar_logits, alone(Isa::Scalar));
+  EXPECT_EQ(avx2_logits, alone(Isa::Avx2));
+  ASSERT_EQ(scalar_logits.size(), avx2_logits.size());
+  EXPECT_NE(scalar_logits, avx2_logits);
+  if (!cpu_supports(Isa::Avx512)) EXPECT_THROW(Model(*path, options(Isa::Avx512)), Error);
 }
 
 TEST(Model, RefusesTensorTypesWithoutKernels) {

@@ -162,7 +162,7 @@ TEST(WeightPlacement, EachThreadReadsItsRowsFromItsNodesCopy) {
       const auto project = [&] {
         for_each_thread_rows(placement, p.w, [&](const WeightMatrix& rows, int64_t first_row) {
           read_from[static_cast<std::size_t>(omp_get_thread_num())] = rows.data;
-          matmul(y.data() + first_row, p.rows, rows, p.x.data(), p.cols, p.tokens);
+          matmul(y.data() + first_row, p.rows, rows, p.x.data(), p.cols, p.tokens, best_isa(), sysconf_cache_sizes());
         });
       };
       if (in_team) run_as_team(project);

@@ -148,7 +148,7 @@ TEST_P(SparseKernelTest, MatchesTheDensePrunedProduct) {
   const std::vector<float> x = random_values(tokens * c.cols, 8);
   std::vector<float> y(c.rows), y_batch(tokens * c.rows);
   matvec(y.data(), p.matrix, x.data(), isa);
-  matmul(y_batch.data(), c.rows, p.matrix, x.data(), c.cols, tokens, isa);
+  matmul(y_batch.data(), c.rows, p.matrix, x.data(), c.cols, tokens, isa, sysconf_cache_sizes());
   for (int64_t t = 0; t < tokens; ++t)
     for (int64_t r = 0; r < c.rows; ++r) {
       double exact = 0, magnitude = 0;

@@ -1,5 +1,5 @@
-// Helpers shared by the C++ tests: where the shared models are, scratch folders, the kernel level
-// restored after a test, and a byte builder for hand-made (and deliberately broken) GGUF files.
+// Helpers shared by the C++ tests: where the shared models are, scratch folders, and a byte
+// builder for hand-made (and deliberately broken) GGUF files.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -8,8 +8,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "engine/kernels/isa.hpp"
 
 namespace cpullm::test {
 
@@ -25,17 +23,6 @@ class TempDir {
 
  private:
   std::filesystem::path path_;
-};
-
-// Puts back the kernel level that was active when it was made, however the test ends (an
-// ASSERT returns early): tests that force levels leave the next test the level it started with.
-class RestoreIsa {
- public:
-  RestoreIsa() : saved_(active_isa()) {}
-  ~RestoreIsa() { force_isa(saved_); }
-
- private:
-  Isa saved_;
 };
 
 void write_bytes(const std::string& path, const std::vector<std::byte>& bytes);
