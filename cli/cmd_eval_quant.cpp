@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
-#include "engine/kernels/weight_formats.hpp"
+#include "engine/quant/file_types.hpp"
 #include "engine/runtime/topology.hpp"
 #include "cli/run_options.hpp"
 #include "harness/eval/quant_eval.hpp"
@@ -72,7 +72,7 @@ void register_eval_quant(CLI::App& app) {
       "eval-quant", "Quantize a model to each format and score it against the source: perplexity, KL, top-1");
   command->add_option("-m,--model", options->model_path, "Source GGUF model (full precision)")
       ->required()->check(CLI::ExistingFile);
-  command->add_option("--formats", options->formats, "Comma-separated: " + weight_format_names() + ", each optionally +sparseS (unstructured Top-K, "
+  command->add_option("--formats", options->formats, "Comma-separated: " + file_type_names() + ", each optionally +sparseS (unstructured Top-K, "
                       "e.g. f16+sparse0.2), +blockS (block4x4) or +N:M (e.g. f16+2:4); a sparsity alone keeps the source precision")
       ->required()->delimiter(',');
   command->add_option("--keep", options->keep, "Tensors left at source precision (quantize --keep), e.g. first,last")

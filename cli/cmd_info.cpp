@@ -3,6 +3,7 @@
 // decoded token costs (FLOPs and bytes). tuning/ and reports/ read these instead of restating them.
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
@@ -10,8 +11,10 @@
 #include "engine/util/text.hpp"
 #include "engine/format/llama_tensors.hpp"
 #include "engine/instrument/op_costs.hpp"
+#include "engine/kernels/row_convert.hpp"
 #include "engine/kernels/weight_formats.hpp"
 #include "engine/model/config.hpp"
+#include "engine/quant/quantize_model.hpp"
 #include "engine/synthetic/synthetic_model.hpp"
 #include "engine/util/error.hpp"
 
@@ -24,7 +27,8 @@ struct InfoOptions {
   bool formats = false;    // the format registry instead of a file
   bool costs = false;      // the LLaMA tensors and a decoded token's cost per op
   std::string shape;       // --costs without a file: a named shape (tinyllama-1.1b, llama-7b, llama-13b)
-  std::string dtype = "f16";  // its matrices' format
+  std::string dtype;       // --costs: the tensors as `quantize --type DTYPE` writes them (a shape: f16 if none)
+  std::vector<std::string> keep;  // --costs --dtype: quantize's --keep
   int64_t position = 0;    // --costs: positions cached before the token
 };
 
@@ -63,42 +67,58 @@ void run_formats(const InfoOptions& o) {
                 std::string(f.layout).c_str());
 }
 
-// The tensors (from the file, or a named shape's at --dtype) and a decoded token's cost per op.
+// The LLaMA tensors (the file's, or a named shape's from F32) as `quantize --type DTYPE --keep
+// LIST` writes them (quantize's own plan: tuning/ reads sizes from here instead of restating its
+// rules), and a decoded token's cost per op.
 void run_costs(const InfoOptions& o) {
   LlamaDims dims;
   AttentionShape attention{};
-  std::vector<LlamaTensor> tensors;
-  std::vector<GgmlType> types;
-  std::vector<uint64_t> bytes;
+  QuantizeSource source;
+  std::optional<GgufFile> file;
   if (!o.path.empty()) {
-    const GgufFile file(o.path);
-    const LlamaConfig c = LlamaConfig::from_gguf(file);
-    const GgufTensorInfo& embedding = file.require_tensor("token_embd.weight");
-    dims = {c.n_layers, c.dim, c.ffn_dim, c.kv_dim(), embedding.ne[1], file.find_tensor("output.weight") == nullptr};
+    file.emplace(o.path);
+    const LlamaConfig c = LlamaConfig::from_gguf(*file);
+    dims = {c.n_layers, c.dim, c.ffn_dim, c.kv_dim(), file->require_tensor("token_embd.weight").ne[1],
+            file->find_tensor("output.weight") == nullptr};
     attention = {c.n_heads, c.n_kv_heads, c.head_dim};
-    tensors = llama_tensors(dims);
-    for (const LlamaTensor& t : tensors) {
-      const GgufTensorInfo& info = file.require_tensor(t.name);
-      if (info.ne[0] != t.cols || (t.matrix() && info.ne[1] != t.rows))
-        fail_file(o.path, "tensor '{}' has shape {}, expected [{}, {}]", t.name, info.shape_string(), t.cols, t.rows);
-      types.push_back(info.type), bytes.push_back(info.bytes);
-    }
+    source = quantize_source(*file);
   } else {
     const std::optional<SyntheticShape> s = named_shape(o.shape);
     if (!s) fail("--shape: unknown shape '{}' (tinyllama-1.1b, llama-7b, llama-13b)", o.shape);
-    const WeightFormat& format = weight_format_named(o.dtype, "--dtype: unknown format");
     const int64_t head_dim = s->dim / s->n_heads;
     dims = {s->n_layers, s->dim, s->ffn_dim, head_dim * s->n_kv_heads, s->vocab_size, false};
     attention = {s->n_heads, s->n_kv_heads, head_dim};
-    tensors = llama_tensors(dims);
-    for (const LlamaTensor& t : tensors) {
-      types.push_back(t.matrix() ? format.type : GgmlType::F32);
-      bytes.push_back(static_cast<uint64_t>(t.rows * ggml_row_bytes(*ggml_type_traits(static_cast<uint32_t>(types.back())), t.cols)));
-    }
+    source.path = o.shape + " shape";
+    source.block_count = s->n_layers;
+    source.gqa = static_cast<int>(s->n_heads / s->n_kv_heads);
+    for (const LlamaTensor& t : llama_tensors(dims))
+      source.tensors.push_back({.name = t.name, .n_dims = t.matrix() ? 2 : 1, .ne = {t.cols, t.rows, 1, 1},
+                                .bytes = static_cast<uint64_t>(t.rows * t.cols * 4)});
+  }
+  const std::string dtype = o.dtype.empty() && o.path.empty() ? "f16" : o.dtype;
+  QuantizeOptions quantize;
+  quantize.type = dtype.empty() ? std::nullopt : std::optional(file_type_named(dtype));
+  quantize.keep = o.keep;
+  std::map<std::string, TensorPlan> plans;
+  for (const TensorPlan& p : plan_quantize(source, quantize)) plans.emplace(p.source->name, p);
+
+  const std::vector<LlamaTensor> tensors = llama_tensors(dims);
+  std::vector<GgmlType> types;
+  std::vector<uint64_t> bytes;
+  for (const LlamaTensor& t : tensors) {
+    const auto plan = plans.find(t.name);
+    if (plan == plans.end()) fail_file(source.path, "missing tensor '{}'", t.name);
+    const GgufTensorInfo& info = *plan->second.source;
+    if (info.ne[0] != t.cols || (t.matrix() && info.ne[1] != t.rows))
+      fail_file(source.path, "tensor '{}' has shape {}, expected [{}, {}]", t.name, info.shape_string(), t.cols, t.rows);
+    types.push_back(plan->second.type);
+    bytes.push_back(plan->second.type == info.type ? info.bytes
+                                                   : static_cast<uint64_t>(t.rows * row_bytes(plan->second.type, t.cols)));
   }
   const std::vector<OpCost> costs = decode_token_costs(tensors, types, {attention, o.position});
   nlohmann::json out;
-  out["source"] = o.path.empty() ? fmt::format("{} shape at {}", o.shape, o.dtype) : o.path;
+  out["source"] = o.path.empty() ? fmt::format("{} shape at {}", o.shape, dtype)
+                                 : dtype.empty() ? o.path : fmt::format("{} at {}", o.path, dtype);
   out["dims"] = {{"n_layers", dims.n_layers}, {"dim", dims.dim}, {"ffn_dim", dims.ffn_dim}, {"kv_dim", dims.kv_dim},
                  {"vocab_size", dims.vocab_size}, {"tied_output", dims.tied_output}, {"n_heads", attention.n_heads},
                  {"n_kv_heads", attention.n_kv_heads}, {"head_dim", attention.head_dim}};
@@ -218,7 +238,11 @@ void register_info(CLI::App& app) {
                                          "The model's LLaMA tensors and each op's FLOPs and bytes for one decoded token");
   CLI::Option* shape = command->add_option("--shape", options->shape,
                                            "--costs without a file: a LLaMA shape (tinyllama-1.1b, llama-7b, llama-13b)");
-  command->add_option("--dtype", options->dtype, "--costs --shape: the matrices' format (default f16)")->needs(shape);
+  CLI::Option* dtype = command->add_option("--dtype", options->dtype,
+                                           "--costs: the tensors as `quantize --type DTYPE` writes them (--shape: default f16)")
+                            ->needs(costs);
+  command->add_option("--keep", options->keep, "--costs --dtype: tensors quantize leaves as they are (as quantize's --keep)")
+      ->delimiter(',')->needs(dtype);
   command->add_option("--position", options->position, "--costs: positions cached before the token (default 0)")
       ->check(CLI::NonNegativeNumber);
   formats->excludes(costs)->excludes(file);

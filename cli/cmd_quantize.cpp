@@ -5,7 +5,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/run_options.hpp"
-#include "engine/kernels/weight_formats.hpp"
+#include "engine/quant/file_types.hpp"
 #include "engine/quant/quantize_model.hpp"
 #include "engine/quant/sparsify.hpp"
 #include "engine/util/error.hpp"
@@ -50,7 +50,8 @@ void register_quantize(CLI::App& app) {
   CLI::App* command = app.add_subcommand("quantize", "Rewrite a model with its matrices in another format (cpullm info --formats lists them)");
   command->add_option("input", options->input_path, "Source GGUF model")->required();
   command->add_option("output", options->output_path, "GGUF file to write")->required();
-  command->add_option("--type", options->type, "Type of the matrices: " + weight_format_names() + " (the -r8 ones and int8-channel are cpullm's own)");
+  command->add_option("--type", options->type, "Type of the matrices: " + file_type_names() +
+                      " (the -r8 ones and int8-channel are cpullm's own; q3_k, q4_k and q5_k are llama.cpp's _s mixtures)");
   command->add_option("--sparsity", options->sparsity,
                       "Prune this fraction of each block projection's weights (Top-K by magnitude per row), e.g. 0.2");
   command->add_option("--sparsity-pattern", options->sparsity_pattern,

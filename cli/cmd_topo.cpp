@@ -212,7 +212,7 @@ void run_topo(const TopoOptions& o) {
   } else {
     const std::optional<SyntheticShape> shape = named_shape(o.shape);
     if (!shape) fail("unknown --shape '{}' (tinyllama-1.1b, llama-7b, llama-13b)", o.shape);
-    tensors = shape_tensor_sizes(*shape, quantize_type_from_name(o.dtype));
+    tensors = shape_tensor_sizes(*shape, weight_format_named(o.dtype, "topo: unknown --dtype").type);
     r.weights = fmt::format("{} shape at {} (no -m)", o.shape, o.dtype);
   }
   r.requested_strategy = parse_numa_strategy(o.numa);

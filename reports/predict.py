@@ -24,7 +24,7 @@ class Figure:
 def llama_shape(name):
     """A tuning_roofline.Shape of a named LLaMA shape with F16 matrices (as gen-model writes them):
     its tensors from `cpullm info --costs --shape NAME`."""
-    return tuning_roofline.costs_shape(registry.costs(shape=name))
+    return tuning_roofline.named_shape(name)
 
 
 def load_profile(name):

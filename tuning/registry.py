@@ -66,9 +66,12 @@ def row_bytes(name, cols, cpullm=None):
 
 
 @functools.lru_cache(maxsize=None)
-def costs(model=None, shape=None, dtype="f16", position=0, cpullm=None):
-    """`cpullm info --costs`: a model file's (or a named shape's, its matrices at dtype) dims,
-    LLaMA tensors (name, role, rows, cols, type, format, bytes) and one decoded token's FLOPs and
-    bytes per op at `position` cached positions."""
-    args = [model] if model else ["--shape", shape, "--dtype", dtype]
+def costs(model=None, shape=None, dtype=None, keep="", position=0, cpullm=None):
+    """`cpullm info --costs`: a model file's (or a named shape's) dims, LLaMA tensors (name, role,
+    rows, cols, type, format, bytes) and one decoded token's FLOPs and bytes per op at `position`
+    cached positions. With dtype (and keep) the tensors are as `cpullm quantize --type dtype
+    --keep keep` writes them, by quantize's own plan; a named shape without dtype is at f16."""
+    args = [model] if model else ["--shape", shape]
+    if dtype:
+        args += ["--dtype", dtype] + (["--keep", keep] if keep else [])
     return _info(cpullm or default_cpullm(), *args, "--costs", "--position", str(position))

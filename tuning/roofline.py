@@ -32,9 +32,12 @@ class Shape:
     kv_dim: int  # dim x kv_heads / heads
     vocab: int
     tensors: list  # (name, rows, cols, format, bytes) of the file as it is
+    model: str = None  # the GGUF file it was read from, or
+    name: str = None   # the named shape (`cpullm info --costs --shape NAME`); neither: built by hand
+    cpullm: str = None  # the binary that read it, which also plans its quantization
 
 
-def model_shape(info):
+def model_shape(info, cpullm=None):
     """The shape from `cpullm info --json` (the header only: any size works)."""
     meta = {k: v["value"] for k, v in info["metadata"].items()}
     heads = meta["llama.attention.head_count"]
@@ -43,14 +46,20 @@ def model_shape(info):
     tensors = [(t["name"], t["shape"][1] if len(t["shape"]) > 1 else 1, t["shape"][0],
                 registry.format_of_type(t["type"]), t["bytes"]) for t in info["tensors"]]
     vocab = next(rows for name, rows, *_ in tensors if name == "token_embd.weight")
-    return Shape(meta["llama.block_count"], dim, dim * kv_heads // heads, vocab, tensors)
+    return Shape(meta["llama.block_count"], dim, dim * kv_heads // heads, vocab, tensors, model=info["file"], cpullm=cpullm)
 
 
-def costs_shape(costs):
-    """The shape from `cpullm info --costs --json` (a file's, or a named shape's without weights)."""
-    d = costs["dims"]
-    tensors = [(t["name"], t["rows"], t["cols"], t["format"] or t["type"].lower(), t["bytes"]) for t in costs["tensors"]]
-    return Shape(d["n_layers"], d["dim"], d["kv_dim"], d["vocab_size"], tensors)
+def costs_tensors(costs):
+    """(name, rows, cols, format, bytes) of `cpullm info --costs --json`'s tensors."""
+    return [(t["name"], t["rows"], t["cols"], t["format"] or t["type"].lower(), t["bytes"]) for t in costs["tensors"]]
+
+
+def named_shape(name, cpullm=None):
+    """A named LLaMA shape (`cpullm info --costs --shape NAME`), its matrices at F16 as gen-model
+    writes them."""
+    d = registry.costs(shape=name, cpullm=cpullm)["dims"]
+    return Shape(d["n_layers"], d["dim"], d["kv_dim"], d["vocab_size"],
+                 costs_tensors(registry.costs(shape=name, cpullm=cpullm)), name=name, cpullm=cpullm)
 
 
 def kept(name, keep, layers):
@@ -64,27 +73,14 @@ def kept(name, keep, layers):
 
 
 def tensor_formats(shape, fmt, keep=""):
-    """(name, rows, cols, format, bytes) of every tensor after `quantize --type fmt --keep keep`,
-    by quantize's rules, with each format's facts from the registry: 2-D *.weight matrices change
-    type; the output layer takes the format's output_layer (Q8_0 under the 4-bit ones); an _R8
-    type's matrix of rows not whole groups takes its plain format; a matrix whose rows are not
-    whole 32-value blocks falls back to F16 where the format's kernels take Q8_0 activations."""
-    formats = registry.formats()
-    has_output = any(name == "output.weight" for name, *_ in shape.tensors)
-    out = []
-    for name, rows, cols, source, size in shape.tensors:
-        matrix = name.endswith(".weight") and rows > 1
-        if not matrix or kept(name, keep, shape.layers) or fmt == source:
-            out.append((name, rows, cols, source, size))
-            continue
-        output = name == "output.weight" or (name == "token_embd.weight" and not has_output)
-        target = formats[fmt]["output_layer"] if output else fmt
-        if rows % formats[target]["row_group"]:
-            target = formats[target]["plain"]
-        if formats[target]["activations"] == "q8_0" and cols % 32:
-            target = "f16"
-        out.append((name, rows, cols, target, rows * registry.row_bytes(target, cols)))
-    return out
+    """(name, rows, cols, format, bytes) of every tensor after `quantize --type fmt --keep keep`
+    (fmt None: the model as it is). The binary plans it (`cpullm info --costs --dtype`), by
+    quantize's own rules: mixtures, the output layer, fallbacks for rows that are not whole blocks.
+    A shape built by hand (the tests' arithmetic) has no binary behind it: it stands for the
+    model already in the format asked for, and is read as it is."""
+    if (fmt is None and not keep) or (shape.model is None and shape.name is None):
+        return list(shape.tensors)
+    return costs_tensors(registry.costs(model=shape.model, shape=shape.name, dtype=fmt, keep=keep, cpullm=shape.cpullm))
 
 
 def tensor_bytes(shape, fmt, keep=""):
@@ -112,7 +108,7 @@ class Roofs:
 def decode_bytes(shape, fmt, keep=""):
     """Bytes one decode step reads: every tensor, but one row of the embedding table."""
     total = 0
-    for (name, size), (_, rows, *_rest) in zip(tensor_bytes(shape, fmt, keep), shape.tensors):
+    for name, rows, _, _, size in tensor_formats(shape, fmt, keep):
         total += size // rows if name == "token_embd.weight" else size
     return total
 

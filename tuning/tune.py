@@ -153,7 +153,7 @@ def print_predictions(args, shape, profile, topology, model_bytes):
 
 def plan_other_box(args, plan, profile):
     info = measure.model_info(args.cpullm, args.model)
-    shape = roofline.model_shape(info)
+    shape = roofline.model_shape(info, args.cpullm)
     print_plan(args, plan, profile)
     print()
     print_os_settings(profile, plan["topology"])
@@ -301,13 +301,13 @@ def step_tokens(points, workload):
     return sorted({1} | decode | prefill)
 
 
-def predict_points(points, shape, source_format, workload, rates, overheads, max_threads):
+def predict_points(points, shape, workload, rates, overheads, max_threads):
     """Per point key: predicted decode tokens/s (all sequences) and TTFT ms (all prompts) with
     their parts."""
     predictions = {}
     for p in points:
         t = p.get("threads", 0) or max_threads
-        fmt, keep, sequences = p.get("format", source_format), p.get("keep", ""), p.get("sequences", 1)
+        fmt, keep, sequences = p.get("format"), p.get("keep", ""), p.get("sequences", 1)  # no format: the file as it is
         # bench's generation test decodes from an empty cache: positions 0 .. gen-1.
         tps, dparts = roofline.predict_decode_host(shape, fmt, rates[t], overheads[t], (workload["gen"] - 1) / 2, keep,
                                                    sequences)
@@ -322,14 +322,14 @@ def parts_text(parts, scale=1e3):
     return ", ".join(f"{k} {v * scale:.2f}" for k, v in parts.items())
 
 
-def point_formats(shape, point, source_format):
-    """The formats a point's matrices end up in (under q4_0 the output layer is Q8_0)."""
-    return sorted({f for *_, f, _ in roofline.matrices(shape, point.get("format", source_format), point.get("keep", ""))})
+def point_formats(shape, point):
+    """The formats a point's matrices end up in (under q4_0 the output layer is Q6_K)."""
+    return sorted({f for *_, f, _ in roofline.matrices(shape, point.get("format"), point.get("keep", ""))})
 
 
 def tune_this_box(args, plan, profile):
     info = measure.model_info(args.cpullm, args.model)
-    shape = roofline.model_shape(info)
+    shape = roofline.model_shape(info, args.cpullm)
     topology = plan["topology"]
     print("OS checklist (current, recommended, why, fix):")
     checks = oscheck.checklist(args.root, topology, profile["recommendations"], args.model, info["totals"]["bytes"])
@@ -347,7 +347,7 @@ def tune_this_box(args, plan, profile):
         sw.fail(f"{args.space}: no point of the space can run here")
     max_threads = len(sp.usable_cores(sweep.topology, "", 0))
     thread_counts = sorted({p.get("threads", 0) or max_threads for p in points})
-    formats = sorted({f for p in points for f in point_formats(shape, p, sweep.source_format)})
+    formats = sorted({f for p in points for f in point_formats(shape, p)})
     decode_shape = roofline.nearest_decode_shape(shape)
     set_mib = {f: roofline.decode_set_mib(shape, f) for f in formats}
     isa = best_isa(args.cpullm)
@@ -367,7 +367,7 @@ def tune_this_box(args, plan, profile):
         calibration = "no overhead calibration"
     print_inputs(f"\nroofs measured now (bench_kernels, ISA {isa}; {calibration})", rates, overheads if fits else None,
                  formats, decode_shape, set_mib)
-    before = predict_points(points, shape, sweep.source_format, workload, rates, overheads, max_threads)
+    before = predict_points(points, shape, workload, rates, overheads, max_threads)
     print(f"\nPREDICTIONS before measuring (prompt {workload['prompt']}, decode of {workload['gen']} tokens from "
           f"position 0, as bench's tests, per sequence; tokens/s and TTFT of all sequences; parts in ms):")
     for p in points:
@@ -401,7 +401,7 @@ def tune_this_box(args, plan, profile):
         if r["error"] or len(runs) != len(r["samples"]):  # replayed by --resume, or a run failed: no pairs
             continue
         per_run[(r["key"], r["level"])] = [
-            (predict_points([r["point"]], shape, sweep.source_format, workload, {fresh.threads: fresh}, overheads,
+            (predict_points([r["point"]], shape, workload, {fresh.threads: fresh}, overheads,
                             max_threads)[r["key"]], fresh) for fresh in bracketing_rates(runs)]
     # The files the measured points ran from, and their thread counts: their pages checked now.
     files = {}

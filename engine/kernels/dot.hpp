@@ -45,6 +45,10 @@ struct QuantizedActivations {
   const int32_t* block_offsets;       // (cols / 32) the same in natural order (CPULLM_Q4_0_R8's kernels)
 };
 
+// The sum of activation block b's 32 quantized values, from its offset: the affine formats'
+// minimums (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K) and Q5_0's -16 meet it.
+inline int32_t activation_sum(const QuantizedActivations& a, int64_t b) { return a.block_offsets[b] / -8; }
+
 // Where nibble order puts block b: the byte its first half starts at (the second half follows
 // 64 bytes later), and its scale's and offset's index in reduction order.
 inline int64_t nibble_order_first_half(int64_t b) { return b / 4 * 4 * kQuantBlock + b % 4 * kQuantBlock / 2; }

@@ -123,7 +123,10 @@ bool uses_q8_0_activations(GgmlType type) {
 }
 
 bool matvec_supports(GgmlType type, int64_t cols) {
-  return row_convertible(type) && (!uses_q8_0_activations(type) || cols % kQuantBlock == 0);
+  if (!row_convertible(type)) return false;
+  const int64_t block = ggml_type_traits(static_cast<uint32_t>(type))->block_elements;
+  // Q8_0 activations come in blocks of 32, which the K-quants' 256 hold whole.
+  return cols % (uses_q8_0_activations(type) ? std::max<int64_t>(kQuantBlock, block) : block) == 0;
 }
 
 int64_t row_bytes(const WeightMatrix& w) { return row_bytes(w.type, w.cols); }

@@ -38,9 +38,6 @@ inline __m256i nibbles_in_order(const BlockQ4_1& block) {
   return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), mask), _mm_and_si128(packed, mask));
 }
 
-// The sum of block b's 32 quantized activations, from its offset (-8 times that sum).
-inline float activation_sum(const QuantizedActivations& a, int64_t b) { return static_cast<float>(a.block_offsets[b] / -8); }
-
 // The row kernels, one per ISA level (q4_1.cpp, q4_1_avx2.cpp, q4_1_avx512.cpp).
 namespace scalar_dot { extern const RowDot q4_1; }
 namespace avx2_dot { extern const RowDot q4_1; }

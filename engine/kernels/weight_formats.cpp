@@ -4,7 +4,9 @@
 #include <type_traits>
 
 #include "engine/kernels/int8_rows.hpp"
+#include "engine/kernels/k_quants.hpp"
 #include "engine/kernels/q4_1.hpp"
+#include "engine/kernels/q5.hpp"
 #include "engine/kernels/quant_formats.hpp"
 #include "engine/kernels/row_convert.hpp"
 #include "engine/util/error.hpp"
@@ -27,7 +29,8 @@ constexpr Streaming kQ8_0Streaming{.most_tokens = kRowDotTokens, .activation_blo
 constexpr Streaming kQ4_0Streaming{.most_tokens = kRowStreamTokens, .activation_block_bytes = 40};
 
 // The table. Every field by name; a format leaves out what it lacks (no GEMM panel, no
-// llama.cpp file type). Built on first use, so no other file's static initialisation can find it
+// llama.cpp file type). Q5_0, Q5_1 and the K-quants have no AVX-512 kernel of their own: their
+// AVX-512 level runs the AVX2 one, named as such. Built on first use, so no other file's static initialisation can find it
 // empty.
 const auto& table() {
   static const std::array kFormats = {
@@ -91,7 +94,7 @@ const auto& table() {
           .activations = Activations::q8_0,
           .encode = encode_blocks<BlockQ4_0, quantize_row_q4_0>,
           .decode = decode_blocks<BlockQ4_0, dequantize_row_q4_0>,
-          .output_layer = GgmlType::Q8_0,
+          .output_layer = GgmlType::Q6_K,
           .llama_file_type = 2,  // MOSTLY_Q4_0
           .dot = {.scalar = scalar_dot::q4_0, .avx2 = avx2_dot::q4_0, .avx512 = avx512_dot::q4_0},
           .gemm = {.panels = GemmPanels::integer, .pack = pack_integer_rows<Q4_0Row>, .nibbles = true},
@@ -105,12 +108,95 @@ const auto& table() {
           .activations = Activations::q8_0,
           .encode = quantize_row_q4_1,
           .decode = dequantize_row_q4_1,
-          .output_layer = GgmlType::Q8_0,
+          .output_layer = GgmlType::Q6_K,
           .llama_file_type = 3,  // MOSTLY_Q4_1
           .dot = {.scalar = scalar_dot::q4_1, .avx2 = avx2_dot::q4_1, .avx512 = avx512_dot::q4_1},
           // No GEMM panel: integer panels carry one scale per row and block, and Q4_1's minimum
           // needs a second term (m * the activations' sum) that no micro-kernel computes yet, so
           // matmul streams its rows.
+      },
+      WeightFormat{
+          .name = "q5_0",
+          .type = GgmlType::Q5_0,
+          .layout = "32 values per 22-byte block: FP16 d, 32 fifth bits, 16 bytes of nibbles (low: values 0-15, "
+                    "high: 16-31); x = d * (q - 16)",
+          .activations = Activations::q8_0,
+          .encode = quantize_row_q5_0,
+          .decode = dequantize_row_q5_0,
+          .output_layer = GgmlType::Q6_K,
+          .llama_file_type = 8,  // MOSTLY_Q5_0
+          .dot = {.scalar = scalar_dot::q5_0, .avx2 = avx2_dot::q5_0, .avx512 = avx2_dot::q5_0},
+      },
+      WeightFormat{
+          .name = "q5_1",
+          .type = GgmlType::Q5_1,
+          .layout = "32 values per 24-byte block: FP16 d, FP16 m, 32 fifth bits, 16 bytes of nibbles; x = d * q + m",
+          .activations = Activations::q8_0,
+          .encode = quantize_row_q5_1,
+          .decode = dequantize_row_q5_1,
+          .output_layer = GgmlType::Q6_K,
+          .llama_file_type = 9,  // MOSTLY_Q5_1
+          .dot = {.scalar = scalar_dot::q5_1, .avx2 = avx2_dot::q5_1, .avx512 = avx2_dot::q5_1},
+      },
+      WeightFormat{
+          .name = "q2_k",
+          .type = GgmlType::Q2_K,
+          .layout = "256 values per 84-byte block: 16 scale/minimum nibble pairs, 2-bit q, FP16 d and dmin; "
+                    "x = d * sc * q - dmin * m per 16 values",
+          .activations = Activations::q8_0,
+          .encode = quantize_row_q2_k,
+          .decode = dequantize_row_q2_k,
+          .output_layer = GgmlType::Q6_K,
+          .llama_file_type = 10,  // MOSTLY_Q2_K
+          .dot = {.scalar = scalar_dot::q2_k, .avx2 = avx2_dot::q2_k, .avx512 = avx2_dot::q2_k},
+      },
+      WeightFormat{
+          .name = "q3_k",
+          .type = GgmlType::Q3_K,
+          .layout = "256 values per 110-byte block: 32 bytes of third bits, 2-bit low bits, 16 six-bit scales, "
+                    "FP16 d; x = d * (sc - 32) * (q - 4) per 16 values",
+          .activations = Activations::q8_0,
+          .encode = quantize_row_q3_k,
+          .decode = dequantize_row_q3_k,
+          .output_layer = GgmlType::Q6_K,
+          .llama_file_type = 11,  // MOSTLY_Q3_K_S
+          .dot = {.scalar = scalar_dot::q3_k, .avx2 = avx2_dot::q3_k, .avx512 = avx2_dot::q3_k},
+      },
+      WeightFormat{
+          .name = "q4_k",
+          .type = GgmlType::Q4_K,
+          .layout = "256 values per 144-byte block: FP16 d and dmin, 8 six-bit scales and minimums, 4-bit q; "
+                    "x = d * sc * q - dmin * m per 32 values",
+          .activations = Activations::q8_0,
+          .encode = quantize_row_q4_k,
+          .decode = dequantize_row_q4_k,
+          .output_layer = GgmlType::Q6_K,
+          .llama_file_type = 14,  // MOSTLY_Q4_K_S
+          .dot = {.scalar = scalar_dot::q4_k, .avx2 = avx2_dot::q4_k, .avx512 = avx2_dot::q4_k},
+      },
+      WeightFormat{
+          .name = "q5_k",
+          .type = GgmlType::Q5_K,
+          .layout = "256 values per 176-byte block: FP16 d and dmin, 8 six-bit scales and minimums, fifth bits, "
+                    "4-bit low bits; x = d * sc * q - dmin * m per 32 values",
+          .activations = Activations::q8_0,
+          .encode = quantize_row_q5_k,
+          .decode = dequantize_row_q5_k,
+          .output_layer = GgmlType::Q6_K,
+          .llama_file_type = 16,  // MOSTLY_Q5_K_S
+          .dot = {.scalar = scalar_dot::q5_k, .avx2 = avx2_dot::q5_k, .avx512 = avx2_dot::q5_k},
+      },
+      WeightFormat{
+          .name = "q6_k",
+          .type = GgmlType::Q6_K,
+          .layout = "256 values per 210-byte block: 4-bit low and 2-bit high parts of q, 16 int8 scales, FP16 d; "
+                    "x = d * sc * (q - 32) per 16 values",
+          .activations = Activations::q8_0,
+          .encode = quantize_row_q6_k,
+          .decode = dequantize_row_q6_k,
+          .output_layer = GgmlType::Q6_K,
+          .llama_file_type = 18,  // MOSTLY_Q6_K
+          .dot = {.scalar = scalar_dot::q6_k, .avx2 = avx2_dot::q6_k, .avx512 = avx2_dot::q6_k},
       },
       WeightFormat{
           .name = "q8_0-r8",

@@ -67,8 +67,9 @@ struct WeightFormat {
   void (*encode)(const float* x, std::byte* row, int64_t n) = nullptr;
   void (*decode)(const std::byte* row, float* out, int64_t n) = nullptr;
   std::optional<GgmlType> plain = std::nullopt;  // the _R8 types: the format whose rows they interleave in groups
-  GgmlType output_layer;          // what `quantize` gives the output layer under this type (llama.cpp's
-                                  // Q6_K, which cpullm lacks, is Q8_0 here)
+  GgmlType output_layer;          // what `quantize` gives the output layer under this type: llama.cpp's
+                                  // Q6_K for its 2- to 6-bit types (Q8_0 where rows are not whole
+                                  // 256-value blocks: quant/file_types.cpp)
   std::optional<uint32_t> llama_file_type = std::nullopt;  // general.file_type (llama_ftype) of a file of this type; none for cpullm's own
   IsaRowDots dot = {};            // matvec's row kernels
   GemmEntry gemm = {};            // matmul's panels

@@ -17,6 +17,7 @@
 #include "engine/kernels/row_convert.hpp"
 #include "engine/kernels/sparse.hpp"
 #include "engine/kernels/weight_formats.hpp"
+#include "engine/quant/file_types.hpp"
 #include "engine/quant/sparsify.hpp"
 #include "engine/util/error.hpp"
 #include "engine/util/progress.hpp"
@@ -28,66 +29,83 @@ namespace {
 // check it, so quantized files carry it.
 constexpr uint32_t kQuantizationVersion = 2;
 
-enum class Outcome { converted, fell_back, kept, unchanged };
+using Outcome = QuantizeOutcome;
 
-// What happens to one tensor of the input.
-struct TensorPlan {
-  const GgufTensorInfo* source;  // the tensor in the input's mapping
-  GgmlType type;                 // the type written; the source's own type means a plain copy
-  Outcome outcome;
-};
-
-// One flag per tensor of `file`: whether a --keep item names it. The four words become globs;
-// an item that matches nothing is an error, since it is most likely a typo.
-std::vector<bool> resolve_keep(const GgufFile& file, const std::vector<std::string>& keep) {
-  std::vector<bool> kept(file.tensors().size(), false);
+// One flag per tensor: whether a --keep item names it. The four words become globs; an item that
+// matches nothing is an error, since it is most likely a typo.
+std::vector<bool> resolve_keep(const QuantizeSource& source, const std::vector<std::string>& keep) {
+  std::vector<bool> kept(source.tensors.size(), false);
   for (const std::string& item : keep) {
     std::string pattern = item;
     if (item == "first") pattern = "blk.0.*";
     if (item == "embeddings") pattern = "token_embd.weight";
     if (item == "output") pattern = "output.weight";
     if (item == "last") {
-      const uint64_t blocks = file.require_uint("llama.block_count");
-      if (blocks == 0) fail_file(file.path(), "--keep last: llama.block_count is 0");
-      pattern = fmt::format("blk.{}.*", blocks - 1);
+      if (!source.block_count) fail_file(source.path, "--keep last: the model has no llama.block_count");
+      if (*source.block_count == 0) fail_file(source.path, "--keep last: llama.block_count is 0");
+      pattern = fmt::format("blk.{}.*", *source.block_count - 1);
     }
     bool matched = false;
     for (std::size_t i = 0; i < kept.size(); ++i)
-      if (fnmatch(pattern.c_str(), file.tensors()[i].name.c_str(), 0) == 0) kept[i] = matched = true;
+      if (fnmatch(pattern.c_str(), source.tensors[i].name.c_str(), 0) == 0) kept[i] = matched = true;
     if (!matched)
-      fail_file(file.path(), "--keep '{}'{} matches no tensor", item, pattern == item ? "" : " (" + pattern + ")");
+      fail_file(source.path, "--keep '{}'{} matches no tensor", item, pattern == item ? "" : " (" + pattern + ")");
   }
   return kept;
 }
 
 // --sparsity: a block's projection is pruned into the sparse type with its values at `values`,
 // unless its shape does not fit the pattern; then it stays dense at `values`.
-TensorPlan plan_sparse(const GgufFile& file, const GgufTensorInfo& t, SparseType sparse, GgmlType values) {
+TensorPlan plan_sparse(const std::string& path, const GgufTensorInfo& t, SparseType sparse, GgmlType values) {
   if (values != GgmlType::F32 && values != GgmlType::F16 && values != GgmlType::BF16)
-    fail_file(file.path(), "tensor '{}': --sparsity stores values as F32, F16 or BF16, not {} (--type f16 or bf16 "
+    fail_file(path, "tensor '{}': --sparsity stores values as F32, F16 or BF16, not {} (--type f16 or bf16 "
               "converts them)", t.name, ggml_type_name(values));
   if (!row_convertible(t.type))
-    fail_file(file.path(), "tensor '{}' has type {}, which --sparsity cannot read", t.name, ggml_type_name(t.type));
+    fail_file(path, "tensor '{}' has type {}, which --sparsity cannot read", t.name, ggml_type_name(t.type));
   sparse.values = values;
   const GgmlType type = sparse_type_number(sparse);
   if (sparse_shape_problem(type, t.elements() / t.ne[0], t.ne[0]).empty()) return {&t, type, Outcome::converted};
   return {&t, values, Outcome::fell_back};
 }
 
+// What llama-quantize's rules read besides the tensor: how many attn_v and ffn_down matrices the
+// model has, which of them each is (counted in file order, as llama-quantize counts), and GQA.
+struct ModelSites {
+  int attn_v = 0, ffn_down = 0;  // seen so far
+  int attn_v_total = 0, ffn_down_total = 0;
+  int gqa = 1;
+  bool has_output = false;  // an output.weight of its own; else token_embd is the output layer too
+};
+
+ModelSites count_sites(const QuantizeSource& source) {
+  ModelSites sites{.gqa = source.gqa};
+  for (const GgufTensorInfo& t : source.tensors) {
+    sites.attn_v_total += t.name.find("attn_v.weight") != std::string::npos;
+    sites.ffn_down_total += t.name.find("ffn_down") != std::string::npos;
+    sites.has_output |= t.name == "output.weight";
+  }
+  return sites;
+}
+
 // llama-quantize's rules: only matrices (*.weight of two or more dimensions) change type.
-TensorPlan plan_tensor(const GgufFile& file, const GgufTensorInfo& t, bool kept, const QuantizeOptions& options) {
+TensorPlan plan_tensor(const std::string& path, const GgufTensorInfo& t, bool kept, const QuantizeOptions& options,
+                       ModelSites& sites) {
+  // The counters advance on every attn_v / ffn_down, kept or not, as llama-quantize's do.
+  const bool attn_v = t.name.find("attn_v.weight") != std::string::npos;
+  const bool ffn_down = t.name.find("ffn_down") != std::string::npos;
+  const int layer = attn_v ? sites.attn_v++ : ffn_down ? sites.ffn_down++ : 0;
   if (kept) return {&t, t.type, Outcome::kept};
   if (t.n_dims < 2 || !t.name.ends_with(".weight")) return {&t, t.type, Outcome::unchanged};
   if (options.sparsity && is_block_projection(t.name))
-    return plan_sparse(file, t, *options.sparsity, options.type.value_or(t.type));
+    return plan_sparse(path, t, *options.sparsity, options.type ? options.type->base : t.type);
   if (!options.type) return {&t, t.type, Outcome::unchanged};
-  const GgmlType target = *options.type;
-  GgmlType type = target;
-  // llama.cpp keeps the output layer (token_embd when the output is tied to it) at higher
-  // precision under the 4-bit types: Q6_K where rows are whole 256-value super-blocks, else Q8_0.
-  // cpullm has no Q6_K, so the registry's output_layer is Q8_0 (under q4_0-r8 Q8_0 interleaved).
-  const bool output = t.name == "output.weight" || (t.name == "token_embd.weight" && !file.find_tensor("output.weight"));
-  if (output) type = weight_format(target).output_layer;
+  const GgmlType target = options.type->base;
+  // The output layer is token_embd where the output is tied to it.
+  const bool output = t.name == "output.weight" || (t.name == "token_embd.weight" && !sites.has_output);
+  const GgmlType chosen = tensor_type(*options.type, {.name = t.name, .is_output = output, .layer = layer,
+                                                      .layers = attn_v ? sites.attn_v_total : sites.ffn_down_total,
+                                                      .gqa = sites.gqa});
+  GgmlType type = fit_row_length(chosen, t.ne[0]);
   // Interleaving takes whole groups of 8 rows; a matrix of other row counts stays in the plain format.
   if (const auto plain = weight_format(type).plain; plain && (t.elements() / t.ne[0]) % kInterleavedRows != 0)
     type = *plain;
@@ -96,9 +114,11 @@ TensorPlan plan_tensor(const GgufFile& file, const GgufTensorInfo& t, bool kept,
   // ffn_down, 172 columns).
   if (!matvec_supports(type, t.ne[0])) type = GgmlType::F16;
   if (type != t.type && !row_convertible(t.type))
-    fail_file(file.path(), "tensor '{}' has type {}; quantize converts from the types `cpullm info --formats` lists "
+    fail_file(path, "tensor '{}' has type {}; quantize converts from the types `cpullm info --formats` lists "
               "(--keep '{}' copies it as it is)", t.name, ggml_type_name(t.type), t.name);
-  return {&t, type, type == target ? Outcome::converted : Outcome::fell_back};
+  // A mixture's rule is what the file type asks for; the output layer's own type and every
+  // substitute for a row length are fallbacks.
+  return {&t, type, type == chosen && (type == target || !output) ? Outcome::converted : Outcome::fell_back};
 }
 
 // Unmaps the input pages before `end` that this process has finished with. Pages read through a
@@ -114,13 +134,12 @@ void release_input(const std::byte* begin, const std::byte* end) {
 // Metadata in the input's order, with general.file_type (and, for block formats,
 // general.quantization_version) describing the output; absent ones are appended, as llama.cpp does.
 // Without a target type the matrices keep theirs, and so does general.file_type.
-void copy_metadata(const GgufFile& source, GgufWriter& writer, std::optional<GgmlType> target) {
+void copy_metadata(const GgufFile& source, GgufWriter& writer, const std::optional<FileType>& target) {
   // llama.cpp's LLAMA_FTYPE for general.file_type: what most of the file's weights are; none
   // for cpullm's own types, whose files carry no general.file_type.
-  const WeightFormat* format = target ? &weight_format(*target) : nullptr;
-  const bool has_file_type = format && format->llama_file_type;
-  const uint32_t file_type = has_file_type ? *format->llama_file_type : 0;
-  const bool block_format = format && format->traits().block_elements > 1;
+  const bool has_file_type = target && target->llama_file_type;
+  const uint32_t file_type = has_file_type ? *target->llama_file_type : 0;
+  const bool block_format = target && weight_format(target->base).traits().block_elements > 1;
   for (const auto& [key, value] : source.metadata()) {
     if (key == "general.file_type" && target) {
       if (has_file_type) writer.add_u32(key, file_type);
@@ -137,9 +156,31 @@ void copy_metadata(const GgufFile& source, GgufWriter& writer, std::optional<Ggm
 
 }  // namespace
 
-GgmlType quantize_type_from_name(std::string_view name) {
-  return weight_format_named(name, "quantize: unknown --type").type;
+QuantizeSource quantize_source(const GgufFile& file) {
+  QuantizeSource source;
+  source.path = file.path();
+  source.tensors.assign(file.tensors().begin(), file.tensors().end());
+  if (file.find("llama.block_count")) source.block_count = file.require_uint("llama.block_count");
+  const GgufValue* arch = file.find("general.architecture");
+  if (arch && arch->type == GgufValueType::STRING) {
+    const std::string prefix(arch->string);
+    const uint64_t heads = file.uint_or(prefix + ".attention.head_count", 1);
+    const uint64_t kv_heads = file.uint_or(prefix + ".attention.head_count_kv", heads);
+    if (kv_heads > 0 && heads / kv_heads < 1024) source.gqa = static_cast<int>(heads / kv_heads);
+  }
+  return source;
 }
+
+std::vector<TensorPlan> plan_quantize(const QuantizeSource& source, const QuantizeOptions& options) {
+  const std::vector<bool> kept = resolve_keep(source, options.keep);
+  ModelSites sites = count_sites(source);
+  std::vector<TensorPlan> plans;
+  for (std::size_t i = 0; i < source.tensors.size(); ++i)
+    plans.push_back(plan_tensor(source.path, source.tensors[i], kept[i], options, sites));
+  return plans;
+}
+
+const FileType& quantize_type_from_name(std::string_view name) { return file_type_named(name); }
 
 QuantizeSummary quantize_model(const std::string& input_path, const std::string& output_path,
                                const QuantizeOptions& options) {
@@ -149,14 +190,13 @@ QuantizeSummary quantize_model(const std::string& input_path, const std::string&
     fail_file(output_path, "is the input file; write the quantized model to another path");
 
   // Every decision, and so every error about the input, comes before the output is created.
-  const std::vector<bool> kept = resolve_keep(source, options.keep);
-  std::vector<TensorPlan> plans;
+  const QuantizeSource input = quantize_source(source);
+  const std::vector<TensorPlan> plans = plan_quantize(input, options);
   QuantizeSummary summary;
   uint64_t total = 0;
-  for (std::size_t i = 0; i < source.tensors().size(); ++i) {
-    plans.push_back(plan_tensor(source, source.tensors()[i], kept[i], options));
-    total += source.tensors()[i].bytes;
-    switch (plans.back().outcome) {
+  for (const TensorPlan& plan : plans) {
+    total += plan.source->bytes;
+    switch (plan.outcome) {
       case Outcome::converted: ++summary.converted; break;
       case Outcome::fell_back: ++summary.fell_back; break;
       case Outcome::kept: ++summary.kept; break;

@@ -49,13 +49,14 @@ def test_python_formats_are_the_binarys(ctx):
 
 def test_roofline_sizes_are_what_quantize_writes(ctx):
     source = tiny_model(ctx)
-    shape = roofline.model_shape(measure.model_info(ctx.cpullm, source))
-    for fmt in json.loads(run([ctx.cpullm, "info", "--formats", "--json"]).stdout)["formats"]:
-        out = os.path.join(ctx.workdir, f"tiny-as-{fmt['name']}.gguf")
-        run([ctx.cpullm, "quantize", source, out, "--type", fmt["name"]])
+    shape = roofline.model_shape(measure.model_info(ctx.cpullm, source), ctx.cpullm)
+    mixtures = ["q4_k_m", "q3_k_m", "q5_k_m"]  # llama.cpp's mixtures, beyond the registry's formats
+    for fmt in [f["name"] for f in info(ctx, "--formats")["formats"]] + mixtures:
+        out = os.path.join(ctx.workdir, f"tiny-as-{fmt}.gguf")
+        run([ctx.cpullm, "quantize", source, out, "--type", fmt])
         written = {t["name"]: (roofline.registry.format_of_type(t["type"]), t["bytes"]) for t in info(ctx, out)["tensors"]}
-        predicted = {name: (f, size) for name, _, _, f, size in roofline.tensor_formats(shape, fmt["name"])}
-        assert predicted == written, (fmt["name"], {k: (predicted[k], written[k]) for k in written if predicted.get(k) != written[k]})
+        predicted = {name: (f, size) for name, _, _, f, size in roofline.tensor_formats(shape, fmt)}
+        assert predicted == written, (fmt, {k: (predicted[k], written[k]) for k in written if predicted.get(k) != written[k]})
 
 
 def test_costs_agree_with_the_file_and_the_formulas(ctx):

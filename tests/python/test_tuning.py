@@ -10,8 +10,9 @@ import os
 import shutil
 
 import pytest
+from cli_checks import run
 
-from tuning import oscheck, roofline, stats, tune
+from tuning import measure, oscheck, roofline, stats, tune
 from tuning import results as res
 from tuning import space as sp
 from tuning.strategies import STRATEGIES, halving_plan, parse_duration
@@ -328,24 +329,36 @@ def test_page_cache_residency_by_mincore(ctx):
 
 
 def tiny_shape():
-    """2 layers, dim 64, vocab 100, F32, its own output matrix: every byte countable by hand."""
-    tensors = [("token_embd.weight", 100, 64, "f32", 100 * 64 * 4)]
+    """2 layers, dim 64, vocab 100, its own output matrix, as `quantize --type q8_0` writes it:
+    64x64 matrices at 34/32 bytes per weight, ffn_down (48 columns) in F16. Built by hand, so
+    every byte is countable; roofline reads it as it is."""
+    tensors = [("token_embd.weight", 100, 64, "q8_0", 100 * 68)]
     for layer in range(2):
         tensors += [(f"blk.{layer}.attn_norm.weight", 1, 64, "f32", 256),
-                    (f"blk.{layer}.attn_q.weight", 64, 64, "f32", 64 * 64 * 4),
-                    (f"blk.{layer}.ffn_down.weight", 64, 48, "f32", 64 * 48 * 4)]  # 48 columns: not whole blocks
-    tensors += [("output.weight", 100, 64, "f32", 100 * 64 * 4)]
+                    (f"blk.{layer}.attn_q.weight", 64, 64, "q8_0", 64 * 64 * 34 // 32),
+                    (f"blk.{layer}.ffn_down.weight", 64, 48, "f16", 64 * 48 * 2)]  # 48 columns: not whole blocks
+    tensors += [("output.weight", 100, 64, "q8_0", 100 * 68)]
     return roofline.Shape(layers=2, dim=64, kv_dim=64, vocab=100, tensors=tensors)
+
+
+def test_roofline_sizes_come_from_quantizes_plan(ctx):
+    """A real file's sizes under a format are the binary's plan (`info --costs --dtype`), checked
+    here by hand; test_registry checks the plan against what quantize writes for every format."""
+    path = os.path.join(ctx.workdir, "plan-f32.gguf")
+    run([ctx.cpullm, "gen-model", "--shape", "custom", "--layers", "2", "--dim", "64", "--ffn", "80", "--heads", "4",
+         "--kv-heads", "2", "--vocab", "1000", "--ctx", "256", "--dtype", "f32", "-o", path])
+    shape = roofline.model_shape(measure.model_info(ctx.cpullm, path), ctx.cpullm)
+    sizes = dict(roofline.tensor_bytes(shape, "q8_0"))
+    assert sizes["blk.0.attn_q.weight"] == 64 * 64 * 34 // 32 and sizes["blk.0.attn_norm.weight"] == 256
+    assert sizes["blk.0.ffn_down.weight"] == 64 * 80 * 2  # 80 columns: not whole blocks, F16
+    # Under q4_0 the output layer is Q6_K, which 64 columns cannot hold: Q8_0, as llama.cpp falls back.
+    assert dict(roofline.tensor_bytes(shape, "q4_0"))["output.weight"] == 1000 * 64 * 34 // 32
+    assert dict(roofline.tensor_bytes(shape, "q8_0", keep="first"))["blk.0.attn_q.weight"] == 64 * 64 * 4
+    assert dict(roofline.tensor_bytes(shape, None)) == {name: size for name, *_, size in shape.tensors}
 
 
 def test_roofline_against_hand_computed_numbers(ctx):
     shape = tiny_shape()
-    # q8_0: 64x64 matrices at 34/32 bytes per weight; ffn_down (48 columns) falls back to F16.
-    sizes = dict(roofline.tensor_bytes(shape, "q8_0"))
-    assert sizes["blk.0.attn_q.weight"] == 64 * 64 * 34 // 32 == 4352
-    assert sizes["blk.0.ffn_down.weight"] == 64 * 48 * 2 and sizes["blk.0.attn_norm.weight"] == 256
-    assert dict(roofline.tensor_bytes(shape, "q4_0"))["output.weight"] == 100 * 64 * 34 // 32  # output stays Q8_0
-    assert dict(roofline.tensor_bytes(shape, "q8_0", keep="first"))["blk.0.attn_q.weight"] == 16384
     # One decode step at q8_0 reads: one embedding row 68 B, per layer 256 + 4352 + 6144, output 6800.
     weights = 68 + 2 * (256 + 4352 + 6144) + 6800
     assert roofline.decode_bytes(shape, "q8_0") == weights == 28372
@@ -442,7 +455,8 @@ def layer_shape(dim, ffn, kv_dim, fmt="f16"):
 
 
 def test_host_model_picks_the_benchmarked_shapes(ctx):
-    tinyllama, llama7b = layer_shape(2048, 5632, 256), layer_shape(4096, 11008, 4096)
+    llama7b = layer_shape(4096, 11008, 4096)
+    tinyllama = roofline.named_shape("tinyllama-1.1b", ctx.cpullm)
     # The benchmarked layer by the size of the model's first layer; stories-sized models get the smaller.
     assert roofline.nearest_decode_shape(tinyllama) == (2048, 5632, 256)
     assert roofline.nearest_decode_shape(llama7b) == (4096, 11008, 4096)
@@ -450,10 +464,11 @@ def test_host_model_picks_the_benchmarked_shapes(ctx):
     assert roofline.nearest_decode_shape(tiny_shape()) == (2048, 5632, 256)
     # The set: the decode step's MiB in the format (rounded up), at most DECODE_SET_MAX_MIB.
     assert roofline.decode_set_mib(tiny_shape(), "q8_0") == 1  # 28,372 bytes
-    step = roofline.decode_bytes(tinyllama, "q4_0")  # an embedding row and the layer in Q4_0, the output in Q8_0
-    assert step == 2048 * 18 // 32 + 4 * 2048 + (2 * 2048 * 2048 + 2 * 256 * 2048 + 3 * 5632 * 2048) * 18 // 32 \
-        + 32000 * 2048 * 34 // 32, step
-    assert roofline.decode_set_mib(tinyllama, "q4_0") == math.ceil(step / (1 << 20)) == 91
+    # An embedding row and 22 layers in Q4_0 (two F32 norms each), the final norm, the output layer in Q6_K.
+    step = roofline.decode_bytes(tinyllama, "q4_0")
+    assert step == 2048 * 18 // 32 + 22 * (2 * 4 * 2048 + (2 * 2048 * 2048 + 2 * 256 * 2048 + 3 * 5632 * 2048) * 18 // 32) \
+        + 4 * 2048 + 32000 * 2048 * 210 // 256, step
+    assert roofline.decode_set_mib(tinyllama, "q4_0") == math.ceil(step / (1 << 20)) < roofline.DECODE_SET_MAX_MIB
     assert roofline.decode_set_mib(layer_shape(8192, 22016, 8192), "f32") == roofline.DECODE_SET_MAX_MIB == 1024
 
 

@@ -2,14 +2,14 @@
 
 Reads a GGUF file with llama.cpp tensor names and computes the logits of a whole token
 sequence at once with a causal mask. Written from the model's math, not from the C++ engine.
-Matrices in an integer format (Q8_0, Q4_0, per-channel INT8) meet their input as llama.cpp's
-integer dot products do: quantized to Q8_0 blocks first (quantize_q8_0 below).
+Matrices in an integer format (ggml's block types, per-channel INT8) meet their input as
+cpullm's integer dot products do: quantized to Q8_0 blocks first (quantize_q8_0 below).
 """
 import numpy as np
 
-from gguf_reader import CPULLM_INT8_CHANNEL, GGML_Q4_0, GGML_Q8_0, GGUFFile
+from gguf_reader import BLOCKS, CPULLM_INT8_CHANNEL, GGUFFile
 
-INTEGER_TYPES = (GGML_Q4_0, GGML_Q8_0, CPULLM_INT8_CHANNEL)
+INTEGER_TYPES = tuple(BLOCKS) + (CPULLM_INT8_CHANNEL,)
 
 
 def quantize_q8_0(x):

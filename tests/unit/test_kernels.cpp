@@ -93,9 +93,8 @@ TEST_P(MatvecTest, ReferenceMatchesExactAndEveryIsaMatchesReference) {
 
 // Every format of the registry at every level, so a new entry is tested with no line here.
 // Shapes off every vector width (8, 16, 64 floats) and block count (odd and even), plus the
-// decode shapes of real models; block formats need columns in multiples of 32 (800: 25 blocks,
-// full steps of 8 and 16 blocks, then the row's last blocks), types stored in groups of rows
-// whole groups.
+// decode shapes of real models; block formats need whole blocks (25 blocks: full steps of 8 and
+// 16 blocks, then the row's last blocks), types stored in groups of rows whole groups.
 std::vector<MatvecCase> matvec_cases() {
   std::vector<MatvecCase> cases;
   for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
@@ -106,8 +105,9 @@ std::vector<MatvecCase> matvec_cases() {
           for (int64_t cols : {1, 13, 64, 65, 1000}) cases.emplace_back(isa, f.type, rows, cols);
         cases.emplace_back(isa, f.type, 96, 2048);
       } else if (group == 1) {
+        const int64_t block = std::max<int64_t>(kQuantBlock, f.traits().block_elements);
         for (int64_t rows : {1, 7, 33})
-          for (int64_t cols : {32, 64, 96, 416, 800}) cases.emplace_back(isa, f.type, rows, cols);
+          for (int64_t blocks : {1, 2, 3, 13, 25}) cases.emplace_back(isa, f.type, rows, blocks * block);
         cases.emplace_back(isa, f.type, 64, 4096);
       } else {
         for (int64_t rows : {group, 4 * group})
@@ -142,15 +142,17 @@ TEST(Matvec, SameResultForAnyThreadCount) {
 
 // The kernels load several blocks at a time; a mapped weight file may end right after a
 // matrix, so none may read past its last byte. The matrix here ends at an inaccessible page:
-// a read past it would crash the test. Columns of 1, 3, 5 and 13 blocks end the row inside a
-// Q4_0 step or in another kernel's last blocks, pairs or groups of four; 16 and 17 end it with a
-// full step of 16 blocks (Q4_0's loads are not masked), and with one block after one.
+// a read past it would crash the test. Columns of 1, 3, 5 and 13 blocks (of 32 values, or of the
+// format's block where it is larger) end the row inside a Q4_0 step or in another kernel's last
+// blocks, pairs or groups of four; 16 and 17 end it with a full step of 16 blocks (Q4_0's loads
+// are not masked), and with one block after one.
 TEST(Matvec, ReadsNothingPastTheMatrix) {
   const long page = sysconf(_SC_PAGESIZE);
   std::mt19937 rng(9);
-  for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                        GgmlType::CPULLM_INT8_CHANNEL, GgmlType::CPULLM_Q4_0_R8, GgmlType::CPULLM_Q8_0_R8})
-    for (int64_t cols : {32, 96, 160, 416, 512, 544}) {
+  for (const WeightFormat& f : weight_formats())
+    for (int64_t blocks : {1, 3, 5, 13, 16, 17}) {
+      const GgmlType type = f.type;
+      const int64_t cols = blocks * std::max<int64_t>(kQuantBlock, f.traits().block_elements);
       const int64_t rows = rows_per_kernel_call(WeightMatrix{nullptr, type, 8, cols}) == 8 ? 8 : 3;
       const Matrix m = random_matrix(type, rows, cols, rng);
       const auto bytes = static_cast<long>(m.storage.size()), pages = (bytes + page - 1) / page;
@@ -222,17 +224,13 @@ TEST(MatvecGroup, EqualsOneMatvecPerMatrixAtEveryIsaAndThreadCount) {
   });
 }
 
-// Several tokens at once (decode steps of a few sequences): each token's outputs are matvec's,
-// bit for bit, at every ISA and thread count, with strides wider than the rows, for up to the
-// most tokens it takes; one more is refused.
-TEST(MatvecGroup, SeveralTokensEqualOneMatvecPerToken) {
-  std::mt19937 rng(11);
+// Several tokens at once (decode steps of a few sequences, prefill of the formats without a GEMM
+// panel): each token's outputs are matvec's, bit for bit, at every ISA and thread count, with
+// strides wider than the rows, for up to the most tokens it takes; one more is refused.
+void check_several_tokens(std::initializer_list<std::pair<GgmlType, int>> shapes, int64_t cols, std::mt19937& rng) {
   std::vector<Matrix> matrices;
-  for (auto [type, rows] : {std::pair{GgmlType::Q4_0, 5}, {GgmlType::Q8_0, 7}, {GgmlType::F16, 3},
-                            {GgmlType::BF16, 4}, {GgmlType::CPULLM_INT8_CHANNEL, 2}, {GgmlType::CPULLM_Q4_0_R8, 8},
-                            {GgmlType::CPULLM_Q8_0_R8, 8}, {GgmlType::F32, 9}})
-    matrices.push_back(random_matrix(type, rows, 800, rng));  // 25 blocks: every kernel's full steps (8 or 16 blocks), then its tail
-  constexpr int64_t kXStride = 804, kYStride = 12;  // padding the kernels must leave alone
+  for (auto [type, rows] : shapes) matrices.push_back(random_matrix(type, rows, cols, rng));
+  const int64_t kXStride = cols + 4, kYStride = 12;  // padding the kernels must leave alone
   const std::vector<float> x = uniform_input(kRowStreamTokens * kXStride, rng);
   for_each_isa_and_thread_count([&](Isa isa, int t) {
     for (int64_t tokens : {int64_t{2}, int64_t{3}, kRowStreamTokens}) {
@@ -258,6 +256,18 @@ TEST(MatvecGroup, SeveralTokensEqualOneMatvecPerToken) {
   std::vector<float> y((kRowStreamTokens + 1) * kYStride), wide_x((kRowStreamTokens + 1) * kXStride);
   const MatvecTask task{y.data(), &matrices[0].view, kYStride};
   EXPECT_THROW(matvec_group({&task, 1}, wide_x.data(), kXStride, kRowStreamTokens + 1, Isa::Scalar), Error);
+}
+
+TEST(MatvecGroup, SeveralTokensEqualOneMatvecPerToken) {
+  std::mt19937 rng(11);
+  // 25 blocks: every kernel's full steps (8 or 16 blocks), then its tail.
+  check_several_tokens({{GgmlType::Q4_0, 5}, {GgmlType::Q8_0, 7}, {GgmlType::F16, 3}, {GgmlType::BF16, 4},
+                        {GgmlType::CPULLM_INT8_CHANNEL, 2}, {GgmlType::CPULLM_Q4_0_R8, 8}, {GgmlType::CPULLM_Q8_0_R8, 8},
+                        {GgmlType::F32, 9}, {GgmlType::Q4_1, 3}, {GgmlType::Q5_0, 4}, {GgmlType::Q5_1, 5}},
+                       800, rng);
+  // The K-quants: 3 super-blocks.
+  check_several_tokens({{GgmlType::Q2_K, 3}, {GgmlType::Q3_K, 4}, {GgmlType::Q4_K, 5}, {GgmlType::Q5_K, 2}, {GgmlType::Q6_K, 6}},
+                       768, rng);
 }
 
 // Groups long enough to be claimed in many chunks (4096 columns: 64 KiB is 4 F32 rows or 15 Q8_0
@@ -408,13 +418,15 @@ TEST(Matvec, QuantizesActivationsAsQuantizeRowQ8_0) {
 }
 
 TEST(Matvec, RefusesTypesWithoutAKernel) {
-  std::vector<std::byte> block(22);
-  WeightMatrix q5_0{block.data(), GgmlType::Q5_0, 1, 32};
-  EXPECT_FALSE(matvec_supports(GgmlType::Q5_0, 32));
+  std::vector<std::byte> block(18);
+  WeightMatrix iq4_nl{block.data(), GgmlType::IQ4_NL, 1, 32};
+  EXPECT_FALSE(matvec_supports(GgmlType::IQ4_NL, 32));
   EXPECT_FALSE(matvec_supports(GgmlType::Q8_0, 48));  // not whole blocks
+  EXPECT_FALSE(matvec_supports(GgmlType::Q4_K, 64));
+  EXPECT_TRUE(matvec_supports(GgmlType::Q4_K, 512));
   EXPECT_TRUE(matvec_supports(GgmlType::CPULLM_INT8_CHANNEL, 64));
   float y, x[32] = {};
-  EXPECT_THROW(matvec(&y, q5_0, x, Isa::Scalar), std::exception);
+  EXPECT_THROW(matvec(&y, iq4_nl, x, Isa::Scalar), std::exception);
 }
 
 // CPULLM_Q4_0_R8 and CPULLM_Q8_0_R8 hold Q4_0's and Q8_0's bytes rearranged: the same values in

@@ -216,10 +216,10 @@ TEST(Matmul, RefusesCacheSizesOutsideTheBlockingsRange) {
 }
 
 TEST(Matmul, RefusesTypesWithoutAKernel) {
-  std::vector<std::byte> block(22);
-  const WeightMatrix q5_0{block.data(), GgmlType::Q5_0, 1, 32};
+  std::vector<std::byte> block(18);
+  const WeightMatrix iq4_nl{block.data(), GgmlType::IQ4_NL, 1, 32};
   float y, x[32] = {};
-  EXPECT_THROW(matmul(&y, 1, q5_0, x, 32, 1, Isa::Scalar, sysconf_cache_sizes()), std::exception);
+  EXPECT_THROW(matmul(&y, 1, iq4_nl, x, 32, 1, Isa::Scalar, sysconf_cache_sizes()), std::exception);
 }
 
 // The streaming policy at the shapes it was measured on (docs/kernels.md), with a

@@ -139,11 +139,11 @@ TEST(QuantizedModels, LlamaCppFilesAgreeWithTheFp32Model) {
   const auto reference = story_logits(*f32, resolve_isa());
   test::TempDir dir;
   QuantizeOptions int8_channel;
-  int8_channel.type = GgmlType::CPULLM_INT8_CHANNEL;
+  int8_channel.type = file_type_of(GgmlType::CPULLM_INT8_CHANNEL);
   int8_channel.progress = false;
   quantize_model(*f32, dir.file("int8-channel.gguf"), int8_channel);
   QuantizeOptions q4_1 = int8_channel;
-  q4_1.type = GgmlType::Q4_1;
+  q4_1.type = file_type_of(GgmlType::Q4_1);
   quantize_model(*f32, dir.file("q4_1.gguf"), q4_1);
   struct Expectation { std::string path; double min_top1, max_mean_kl; };
   for (const Expectation& e : {Expectation{*q8, 0.95, 0.005}, Expectation{*q4, 0.75, 0.15},

@@ -27,7 +27,7 @@ namespace {
 QuantizeSummary quantize(const std::string& input, const std::string& output, GgmlType type,
                          std::vector<std::string> keep = {}) {
   QuantizeOptions options;
-  options.type = type;
+  options.type = file_type_of(type);
   options.keep = std::move(keep);
   options.progress = false;
   return quantize_model(input, output, options);
@@ -411,7 +411,7 @@ TEST(Quantize, BadInputIsAClearError) {
   test::TempDir dir;
   const std::string source = dir.file("small.gguf"), output = dir.file("out.gguf");
   SmallModel().write(source);
-  expect_error([] { quantize_type_from_name("q5_k"); }, {"unknown --type 'q5_k'", weight_format_names()});  // every registry name
+  expect_error([] { quantize_type_from_name("q7_k"); }, {"unknown --type 'q7_k'", file_type_names()});  // every name, mixtures included
   expect_error([&] { quantize("/nonexistent/model.gguf", output, GgmlType::Q8_0); }, {"/nonexistent/model.gguf: cannot open"});
   expect_error([&] { quantize(source, output, GgmlType::Q8_0, {"blk.*.fnn_down.weight"}); },
                {source, "--keep 'blk.*.fnn_down.weight' matches no tensor"});
@@ -421,15 +421,15 @@ TEST(Quantize, BadInputIsAClearError) {
   EXPECT_FALSE(std::filesystem::exists(output));  // nothing is created when the input is refused
 
   // A type quantize cannot decode: refused by name where it must change, copied where it is kept.
-  const std::string odd = dir.file("q5_0.gguf");
+  const std::string odd = dir.file("iq4_nl.gguf");
   {
     GgufWriter w(odd);
     w.add_string("general.architecture", "llama");
-    w.add_tensor("blk.0.attn_q.weight", GgmlType::Q5_0, {32, 2});
-    w.write_data(std::vector<std::byte>(2 * 22, std::byte{3}));
+    w.add_tensor("blk.0.attn_q.weight", GgmlType::IQ4_NL, {32, 2});
+    w.write_data(std::vector<std::byte>(2 * 18, std::byte{3}));
     w.finish();
   }
-  expect_error([&] { quantize(odd, output, GgmlType::Q8_0); }, {odd, "tensor 'blk.0.attn_q.weight' has type Q5_0"});
+  expect_error([&] { quantize(odd, output, GgmlType::Q8_0); }, {odd, "tensor 'blk.0.attn_q.weight' has type IQ4_NL"});
   expect_error([&] { quantize(odd, output, GgmlType::Q8_0, {"last"}); }, {odd, "llama.block_count"});
   quantize(odd, output, GgmlType::Q8_0, {"blk.0.attn_q.weight"});
   EXPECT_TRUE(same_bytes(GgufFile(output).require_tensor("blk.0.attn_q.weight"), GgufFile(odd).require_tensor("blk.0.attn_q.weight")));

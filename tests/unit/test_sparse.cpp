@@ -300,7 +300,8 @@ TEST(SparseModel, HostileIndicesAreRefusedAtLoad) {
 
 TEST(SparseEval, FormatNamesCombineATypeAndASparsity) {
   QuantizeOptions o = quantize_options_for("f16+sparse0.2");
-  EXPECT_EQ(o.type, GgmlType::F16);
+  ASSERT_TRUE(o.type);
+  EXPECT_EQ(o.type->base, GgmlType::F16);
   ASSERT_TRUE(o.sparsity);
   EXPECT_EQ(o.sparsity->pruned_permille, 200);
   o = quantize_options_for("2:4");
