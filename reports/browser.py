@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+from tuning import files
+
 CHROMIUM_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", "--no-first-run",
                   "--disable-extensions", "--disable-background-networking", "--window-size=1200,900"]
 # Every <figure>: its caption, rendered width/height, and how many SVG shapes it draws.
@@ -93,8 +95,7 @@ def render(path, screenshot):
         figures = json.loads(browser.send("Runtime.evaluate", {"expression": FIGURES_JS, "returnByValue": True},
                                           session=session)["result"]["result"]["value"])
         shot = browser.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}, session=session)
-        with open(screenshot, "wb") as f:
-            f.write(base64.b64decode(shot["result"]["data"]))
+        files.write_output(screenshot, base64.b64decode(shot["result"]["data"]))
         errors = []
         for event in browser.events:
             method, params = event.get("method"), event.get("params", {})

@@ -3,6 +3,8 @@ results imported from a JSON file whose schema docs/gpu-results.md describes."""
 import json
 import os
 
+from tuning import files
+
 GPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "gpus.json")
 RESULT_FIELDS = {"gpu": str, "model": str, "format": str, "engine": str, "n_seq": int, "n_prompt": int, "n_gen": int,
                  "tokens_per_s": (int, float), "host": str, "date": str, "command": str}
@@ -22,8 +24,7 @@ def load_gpus():
 def load_results(path, known_gpus):
     """The entries of a measured-results file, checked field by field."""
     try:
-        with open(path) as f:
-            data = json.load(f)
+        data = json.loads(files.read_input(path))
     except OSError as e:
         raise GpuDataError(f"{path}: cannot read: {e.strerror}")
     except ValueError as e:

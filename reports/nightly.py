@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tuning import files
+from tuning.cli_errors import os_error
+
 from . import page
 from . import regression
 from .resultsdb import Database, DatabaseError
@@ -172,8 +175,8 @@ def dashboard(series, findings, path, db_path, host):
                             f"measured, {db_path}: runs {', '.join(str(r[0]) for r in runs)} (commits under the run ids); "
                             "points are medians, whiskers min..max of the repetitions; dashed lines are change points")
     sections = [page.Section("trends", "Trends per case", body or page.no_data("any nightly run", "scripts/nightly"))]
-    with open(path, "w") as f:
-        f.write(page.render("cpullm nightly", f"{len(findings)} cases compared; database {db_path}; host {host}", sections))
+    files.write_output(path, page.render("cpullm nightly", f"{len(findings)} cases compared; database {db_path}; host {host}",
+                                         sections))
 
 
 def parse_arguments(argv):
@@ -221,8 +224,11 @@ def main(argv=None):
         fail(str(e))
     findings = analyse(series, set(current), args)
     regressions = print_findings(findings)
-    dashboard(series, findings, args.dashboard, args.db,
-              f"{newest['host']} ({newest['cpu_model'] or 'CPU unknown'}, fingerprint {fingerprint})")
+    try:
+        dashboard(series, findings, args.dashboard, args.db,
+                  f"{newest['host']} ({newest['cpu_model'] or 'CPU unknown'}, fingerprint {fingerprint})")
+    except OSError as e:
+        fail(os_error(e))
     print(f"nightly: dashboard {os.path.abspath(args.dashboard)}")
     sys.exit(1 if regressions else 0)
 

@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass
 
 from tuning.cli_errors import ArgumentParser, fail
+from tuning import files
 
 from . import claims, gpu, gpu_data, latency, page, predict, provenance, roofs, suites, sweeps, tco, throughput
 from .resultsdb import Contents, Database, DatabaseError, without_password
@@ -33,8 +34,7 @@ class Context:
 
 def load_assumptions(path):
     try:
-        with open(path) as f:
-            assumptions = json.load(f)
+        assumptions = json.loads(files.read_input(path))
     except OSError as e:
         fail(f"{path}: cannot read: {e.strerror}")
     except ValueError as e:
@@ -74,8 +74,7 @@ def main(argv=None):
     subtitle = (f"Written {now} by: cpullm report {command}; "
                 f"database {without_password(args.db or '(none)')}, {len(contents.runs)} runs, {len(contents.results)} results")
     try:
-        with open(args.output, "w") as f:
-            f.write(page.render("cpullm report", subtitle, sections))
+        files.write_output(args.output, page.render("cpullm report", subtitle, sections))
     except OSError as e:
         fail(f"{args.output}: cannot write: {e.strerror}")
     print(os.path.abspath(args.output))

@@ -10,6 +10,11 @@ def fail(message):
     sys.exit(1)
 
 
+def os_error(e):
+    """An OSError as 'FILE: what is wrong', the way the C++ side words it."""
+    return f"{e.filename}: {e.strerror}" if e.filename else str(e)
+
+
 class ArgumentParser(argparse.ArgumentParser):
     def error(self, message):
         fail(message)

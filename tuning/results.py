@@ -11,6 +11,7 @@ import time
 
 import tomli_w  # Debian's python3-tomli-w
 
+from . import files
 from .space import DIMENSIONS, describe, point_key
 from .stats import mean_ci
 
@@ -37,14 +38,13 @@ class State:
         if os.path.exists(path):
             if not resume:
                 raise FileExistsError(f"{path}: a sweep was already run here; --resume continues it, or choose another --out")
-            with open(path) as f:
-                for line in f:
-                    if line.strip():
-                        r = json.loads(line)
-                        if "finished" in r:
-                            self.finished = r["finished"]
-                        else:
-                            self.done[(r["key"], r["level"])] = r
+            for line in files.read_input(path, max_bytes=1 << 30).splitlines():
+                if line.strip():
+                    r = json.loads(line)
+                    if "finished" in r:
+                        self.finished = r["finished"]
+                    else:
+                        self.done[(r["key"], r["level"])] = r
 
     def get(self, point, level):
         return self.done.get((point_key(point), level))
@@ -58,7 +58,7 @@ class State:
         self._append({"finished": self.finished})
 
     def _append(self, line):
-        with open(self.path, "a") as f:
+        with files.open_append(self.path) as f:
             f.write(json.dumps(line) + "\n")
             f.flush()
             os.fsync(f.fileno())
@@ -201,5 +201,4 @@ def write_config(path, model, point, comment_lines):
             (bench if name in BENCH_ONLY else config)[name] = value
     if bench:
         config["bench"] = bench
-    with open(path, "w") as f:
-        f.write("".join(f"# {c}\n" for c in comment_lines) + tomli_w.dumps(config))
+    files.write_output(path, "".join(f"# {c}\n" for c in comment_lines) + tomli_w.dumps(config))

@@ -27,6 +27,7 @@ import json
 import os
 import tomllib
 
+from . import files
 from . import registry
 
 # Each dimension: the bench flag that sets it, the long option name a config file uses, its type.
@@ -62,8 +63,8 @@ class SpaceError(Exception):
 def load_space(path):
     """Reads a space file: {"values": {dim: [..]}, "workload": {...}}, checked."""
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f) if path.endswith(".toml") else json.load(f)
+        text = files.read_input(path)
+        data = tomllib.loads(text) if path.endswith(".toml") else json.loads(text)
     except (OSError, ValueError) as e:  # json.JSONDecodeError and tomllib.TOMLDecodeError are ValueErrors
         raise SpaceError(f"{path}: cannot read the space: {e}")
     if not isinstance(data, dict) or not isinstance(data.get("values"), dict):

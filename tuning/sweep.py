@@ -18,10 +18,11 @@ import shlex
 import sys
 
 from . import measure
+from . import files
 from . import registry
 from . import results as res
 from . import space as sp
-from .cli_errors import ArgumentParser, fail
+from .cli_errors import ArgumentParser, fail, os_error
 from .stats import mean_ci, repeat_until_tight
 from .strategies import STRATEGIES, Budget, halving_plan, parse_duration, ranked
 
@@ -267,8 +268,7 @@ def report(args, sweep, results, winner):
 
 def write_outputs(args, sweep, results, winner):
     table = res.sweep_table(results, args.objective)
-    with open(os.path.join(args.out, "sweep-table.md"), "w") as f:
-        f.write(table)
+    files.write_output(os.path.join(args.out, "sweep-table.md"), table)
     print(table)
     if not winner:
         print("no point finished: nothing to declare")
@@ -337,6 +337,8 @@ def main(argv=None):
         report(args, sweep, results, winner)
     except (sp.SpaceError, measure.MeasureError, registry.RegistryError, FileExistsError, ValueError) as e:
         fail(str(e))
+    except OSError as e:  # the output folder, its state file or its table
+        fail(os_error(e))
 
 
 if __name__ == "__main__":

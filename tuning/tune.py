@@ -20,6 +20,7 @@ import os
 import sys
 
 from . import measure
+from . import files
 from . import oscheck
 from . import registry
 from . import roofline
@@ -511,8 +512,7 @@ def print_errors(args, results, before, per_run, rates, pages_stalled=lambda poi
     print("\n".join(lines) or "  nothing measured")
     print(f"outside ±{TARGET:.0%}: " + (", ".join(worst) if worst else "none"))
     summary = os.path.join(args.out, "tune-summary.md")
-    with open(summary, "w") as f:
-        f.write("# cpullm tune summary\n\n" + "\n".join(l.strip() for l in lines) + "\n")
+    files.write_output(summary, "# cpullm tune summary\n\n" + "\n".join(l.strip() for l in lines) + "\n")
     print(f"summary: {summary}")
 
 
@@ -563,6 +563,8 @@ def main(argv=None):
             plan_other_box(args, plan, profile)
     except (measure.MeasureError, sp.SpaceError, FileExistsError, ValueError) as e:
         sw.fail(str(e))
+    except OSError as e:
+        sw.fail(sw.os_error(e))
 
 
 if __name__ == "__main__":

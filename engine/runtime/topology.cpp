@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "engine/util/error.hpp"
+#include "engine/util/input_file.hpp"
 
 namespace cpullm {
 namespace {
@@ -105,6 +106,8 @@ namespace {
 // 16.7 million PUs, tens of seconds and most of a GiB. The largest machines have a few thousand
 // PUs, and -t takes at most 4096 threads, so larger descriptions are refused before hwloc sees them.
 constexpr uint64_t kMaxSyntheticPus = 4096;
+// hwloc's XML of a large server is a few MB.
+constexpr std::uintmax_t kMaxXmlBytes = 64 << 20;
 
 // The PUs a description makes: the product of its levels' arities ("core:4", or a bare "4").
 // Attributes in parentheses and memory levels in brackets add none; what is not an arity is left
@@ -149,8 +152,12 @@ Topology synthetic_topology(const std::string& description) {
 }
 
 Topology xml_topology(const std::string& path) {
+  // Read here, not by hwloc from the path: a FIFO would block hwloc's open() for ever.
+  const std::string xml = read_input_file(path, "a hwloc XML topology", kMaxXmlBytes);
   HwlocTopology t = new_hwloc_topology();
-  if (hwloc_topology_set_xml(t.get(), path.c_str()) != 0 || hwloc_topology_load(t.get()) != 0)
+  // The size counts the terminating NUL, which hwloc's own XML parser expects.
+  if (hwloc_topology_set_xmlbuffer(t.get(), xml.c_str(), static_cast<int>(xml.size() + 1)) != 0 ||
+      hwloc_topology_load(t.get()) != 0)
     fail_file(path, "not a readable hwloc XML topology");
   return from_hwloc(t, "hwloc XML " + path);
 }

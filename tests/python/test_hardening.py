@@ -147,6 +147,32 @@ def test_planted_links_at_outputs_are_replaced(ctx):
         assert_replaced_not_followed(out, target)
 
 
+def test_python_tools_replace_planted_links(ctx):
+    """report -o writes through tuning/files.py as sweep's table and configs, tune's summary,
+    nightly's dashboard and the screenshot do: a planted link is replaced, its target untouched.
+    The sweep's state grows by appending, so a link or a FIFO there is refused, at once."""
+    from tuning import files
+    folder = os.path.join(ctx.workdir, "python-outputs")
+    os.makedirs(folder)
+    target = victim(ctx, "victim-python")
+    out = os.path.join(folder, "report.html")
+    plant_link(ctx, out, target)
+    run([ctx.cpullm, "report", "-o", out])
+    assert_replaced_not_followed(out, target)
+    assert "cpullm report" in open(out).read()
+    state = os.path.join(folder, "sweep-state.jsonl")
+    os.symlink(target, state)
+    with pytest.raises(OSError):
+        files.open_append(state)
+    os.remove(state)
+    os.mkfifo(state)
+    with pytest.raises(OSError):  # ENXIO: no reader; opening does not wait for one
+        files.open_append(state)
+    with pytest.raises(OSError, match="not a regular file"):
+        files.read_input(state)
+    assert open(target, "rb").read() == VICTIM_TEXT
+
+
 # --- Finding 2: invalid UTF-8 gives valid JSON ---------------------------------------------------
 
 def test_info_json_of_invalid_utf8_is_valid_json(ctx):
@@ -342,6 +368,7 @@ def bad_invocations(ctx):
         ["eval-quant"], ["eval-quant", "-m", m], ["eval-quant", "-m", missing, "--formats", "q8_0"],
         ["eval-quant", "-m", m, "--formats", "q9"], ["eval-quant", "-m", m, "--formats", "q8_0", "--window", "1"],
         ["eval-quant", "-m", m, "--formats", "q8_0", "--text", missing],
+        ["eval-quant", "-m", m, "--formats", "q8_0", "--text", fifo],
         ["eval-quant", "-m", m, "--formats", "q8_0", "--files", under_file, "--window", "8"],
         ["eval-quant", "-m", m, "--formats", "q8_0", "-t", "-2"],
         # topo
@@ -352,7 +379,8 @@ def bad_invocations(ctx):
         # profile
         ["profile"], ["profile", "-m", missing], ["profile", "-m", m, "-t", "10000"], ["profile", "-m", m, "--bogus"],
         ["profile", "-m", m, "-n", "-1"], ["profile", "-m", m, "-p", "0"], ["profile", "-m", m, "--kv-type", "x"],
-        ["profile", "-m", fifo], ["profile", "-m", m, "--hardware", missing], ["profile", "-m", m, "-r", "0", "--overhead"],
+        ["profile", "-m", fifo], ["profile", "-m", m, "--hardware", missing],
+        ["profile", "-m", m, "--hardware", fifo], ["profile", "-m", m, "-r", "0", "--overhead"],
         # bench
         ["bench", "-m", missing], ["bench", "-m", m, "-p", "x"], ["bench", "-m", m, "-r", "0"], ["bench", "-m", m, "-o", "xml"],
         ["bench", "-m", m, "-t", "-1"], ["bench", "--workload", "nope"], ["bench", "-m", m, "--bogus"],
@@ -360,6 +388,8 @@ def bad_invocations(ctx):
         ["bench", "-m", m, "--load", "--seed", big_seed], ["bench", "-m", m, "--db", folder, "-p", "1", "-n", "0"],
         ["bench", "-m", m, "--resume"], ["bench", "-m", m, "--rate", "x", "--load"], ["bench", "-m", fifo, "-p", "1", "-n", "0"],
         ["bench", "-m", plain, "-p", "1", "-n", "0"], ["bench", "-m", m, "--workloads-file", missing, "--workload", "x"],
+        ["bench", "-m", m, "--workloads-file", fifo, "--workload", "x"], ["topo", "--xml", fifo],
+        ["generate", "-m", m, "--config", fifo], ["bench", "-m", m, "--config", fifo],
         ["bench", "-m", m, "--housekeeping", "-1"],
         # db
         ["db"], ["db", "--db", db], ["db", "--db", db, "bogus"], ["db", "--db", m, "runs"], ["db", "--db", plain, "runs"],
@@ -373,6 +403,10 @@ def bad_invocations(ctx):
         ["report"], ["report", "--bogus", "-o", os.path.join(w, "r.html")], ["report", "-o", os.path.join(w, "r.html"), "--runs", "x"],
         ["report", "-o", os.path.join(w, "r.html"), "--assumptions", missing],
         ["report", "-o", os.path.join(w, "r.html"), "--assumptions", plain],
+        ["report", "-o", os.path.join(w, "r.html"), "--assumptions", fifo],
+        ["report", "-o", os.path.join(w, "r.html"), "--gpu-results", fifo],
+        ["sweep", "-m", m, "--space", fifo, "--cpullm", ctx.cpullm],
+        ["report", "-o", os.path.join(under_file, "r.html")],
     ]
 
 
