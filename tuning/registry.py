@@ -66,9 +66,10 @@ def row_bytes(name, cols, cpullm=None):
 
 
 @functools.lru_cache(maxsize=None)
-def costs(model=None, shape=None, dtype="f16", position=0, cpullm=None):
+def costs(model=None, shape=None, dtype="f16", position=0, sequences=1, cpullm=None):
     """`cpullm info --costs`: a model file's (or a named shape's, its matrices at dtype) dims,
-    LLaMA tensors (name, role, rows, cols, type, format, bytes) and one decoded token's FLOPs and
-    bytes per op at `position` cached positions."""
+    LLaMA tensors (name, role, rows, cols, type, format, bytes), one decoded token's FLOPs and
+    bytes per op at `position` cached positions, and the parallel loops of a decode step of
+    `sequences` sequences (decode_step.parallel_loops)."""
     args = [model] if model else ["--shape", shape, "--dtype", dtype]
-    return _info(cpullm or default_cpullm(), *args, "--costs", "--position", str(position))
+    return _info(cpullm or default_cpullm(), *args, "--costs", "--position", str(position), "--sequences", str(sequences))
