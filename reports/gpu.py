@@ -2,7 +2,7 @@
 what the same roofline model the CPUs get predicts for its workload; measured results imported
 from a JSON file; the seed workload on each GPU as the TCO takes it; and a side-by-side table
 like the seed article's, each figure with its kind (claimed, published, measured or predicted)."""
-from . import predict, tco
+from . import inputs, predict, tco
 from .page import Section, esc, number, table
 from .serving import generated_rate
 
@@ -84,8 +84,8 @@ def side_by_side(contents, context):
         price = option["own"]["price"] if "own" in option else option["rent"]["price_per_hour"]
         per = "" if "own" in option else " per hour"
         ttft = None if s.prefill_s is None else s.prefill_s * 1e3
-        columns.append((option["name"], [ttft, s.generated_tokens_per_s, price["value"] if isinstance(price, dict) else price,
-                                         tco.full_load_kwh(power)], ["", "", a["currency"] + per, ""],
+        columns.append((option["name"], [ttft, s.generated_tokens_per_s, inputs.value(price), tco.full_load_kwh(power)],
+                        ["", "", a["currency"] + per, ""],
                         f"throughput {s.kind}, TTFT {s.kind if s.prefill_s is not None else 'unknown'}, price assumed, "
                         "energy from power x 24 h at full load"))
     headers = ["row"] + [name for name, *_ in columns]

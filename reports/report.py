@@ -1,7 +1,8 @@
 """cpullm report: one self-contained HTML file (figures inline as SVG) from the results database:
 latency, throughput and scaling, roofline, the suites' runs against the roofs, sweeps, TCO, GPU
-comparison, the seed-claims audit and the runs behind it all. Run as `cpullm report [--db FILE|URL]
-[--runs ID ...] [--assumptions FILE] [--gpu-results FILE] [--profile NAME] -o report.html`."""
+comparison, the seed-claims audit and the runs behind it all; with --json, the TCO and the audit
+as data. Run as `cpullm report [--db FILE|URL] [--runs ID ...] [--assumptions FILE]
+[--gpu-results FILE] [--profile NAME] -o report.html [--json report.json]`."""
 import datetime
 import json
 import math

@@ -119,7 +119,8 @@ def profile_figure(profile_name, roofs, points):
     ax.set_ylabel("FLOP/s")
     ax.legend(fontsize=7)
     source = (f"predicted by the roofline model (min(bandwidth x intensity, peak)) from tuning/profiles/{profile_name}.json: "
-              "channels x speed x 8 bytes per package, cores x base clock x FP32 FLOP/cycle; intensities from the measured regions")
+              "theoretical bandwidth per package, cores x the sustained all-core clock at the profile's vector width (its range's "
+              "high end) x FP32 FLOP/cycle; intensities from the measured regions")
     return figure(fig, f"Predicted roofline of profile {profile_name}", source)
 
 

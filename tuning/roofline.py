@@ -2,13 +2,14 @@
 shape and a machine's roofs. Predictions, not measurements: every input is returned with them.
 
 Decode reads every weight once per step (the embedding table: one row per token) and each
-sequence's KV cache; a step of B sequences also does B tokens of FLOPs. Prefill of P tokens does
-2 x parameters x P FLOPs plus attention (P^2 / 2 query-key pairs per layer, 4 x dim FLOPs each),
-and reads the weights once per 512-token chunk. Each phase takes the longer of its memory time
-and its compute time.
+sequence's KV cache at its KV type; a step of B sequences also does B tokens of FLOPs, and pays
+a fork/join for each of its parallel loops. Prefill of P tokens does 2 x parameters x P FLOPs
+plus attention (P^2 / 2 query-key pairs per layer, 4 x dim FLOPs each), and reads the weights
+once per 512-token chunk. Each phase takes the longer of its memory time and its compute time.
 
-For another box the roofs (`Roofs`) come from a hardware profile: bandwidth and per format the
-GEMM rate (prefill; FLOP/s). On this machine (`tune --hardware host`) the model is finer, since
+For another box the roofs (`Roofs`) come from a hardware profile, its ranged figures at a corner
+of their ranges: bandwidth, per format the GEMM rate (prefill; FLOP/s) at the sustained all-core
+clock, and a parallel loop's fork/join cost. On this machine (`tune --hardware host`) the model is finer, since
 its inputs can be measured: each matrix takes its bytes over the rate of its format at the
 step's tokens, measured on a model-shaped layer as the engine runs that many tokens (decode: one
 token per sequence decoded together; prefill: a prompt chunk's tokens), at the point's thread

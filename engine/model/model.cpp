@@ -176,7 +176,7 @@ std::vector<BatchToken> prompt_copies(std::span<const int32_t> prompt, int seque
 
 int64_t decode_step_parallel_loops(std::span<const LlamaTensor> tensors, std::span<const GgmlType> types,
                                    int64_t sequences, int64_t l1d_bytes) {
-  const int64_t n = sequences, rows = n >= kTokensToSplit ? 1 : 0;  // a for_token_rows: norms, RoPE, adds, SwiGLU
+  const int64_t n = sequences, split = n >= kTokensToSplit ? 1 : 0;  // a for_token_rows: norms, RoPE, adds, SwiGLU
   const auto project = [&](std::size_t i) { return matmul_parallel_loops(types[i], n, tensors[i].cols, l1d_bytes); };
   // project_normalised: one matvec_group where every matrix streams its rows, else a project each.
   const auto grouped = [&](std::initializer_list<std::size_t> group) {
@@ -193,12 +193,12 @@ int64_t decode_step_parallel_loops(std::span<const LlamaTensor> tensors, std::sp
   std::array<std::size_t, static_cast<std::size_t>(LlamaRole::output) + 1> at{};
   const auto layer = [&] {
     const auto r = [&](LlamaRole role) { return at[static_cast<std::size_t>(role)]; };
-    return rows + grouped({r(LlamaRole::attn_q), r(LlamaRole::attn_k), r(LlamaRole::attn_v)}) + rows + 1 +
-           project(r(LlamaRole::attn_output)) + rows + rows + grouped({r(LlamaRole::ffn_gate), r(LlamaRole::ffn_up)}) +
-           rows + project(r(LlamaRole::ffn_down)) + rows;
+    return split + grouped({r(LlamaRole::attn_q), r(LlamaRole::attn_k), r(LlamaRole::attn_v)}) + split + 1 +
+           project(r(LlamaRole::attn_output)) + split + split + grouped({r(LlamaRole::ffn_gate), r(LlamaRole::ffn_up)}) +
+           split + project(r(LlamaRole::ffn_down)) + split;
   };
   const bool tied = std::none_of(tensors.begin(), tensors.end(), [](const LlamaTensor& t) { return t.role == LlamaRole::output; });
-  int64_t loops = rows;  // the embedding rows
+  int64_t loops = split;  // the embedding rows
   std::string_view current;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const std::string_view name = tensors[i].name;
