@@ -140,7 +140,8 @@ def ranged(a):
         for acquisition, keys in (("own", OWN), ("rent", RENT)):
             for key in keys:
                 if acquisition in option and "range" in _as_dict(option[acquisition][key]):
-                    out.append((f"{option['name']}: {key.replace('_', ' ')} ({acquisition})", ("options", i, acquisition, key)))
+                    short = option["name"].split(" (")[0]  # "A100 80GB SXM (1 GPU of ...)": its name without the aside
+                    out.append((f"{short}: {key.replace('_', ' ')} ({acquisition})", ("options", i, acquisition, key)))
     return out
 
 

@@ -292,7 +292,7 @@ def sensitivity_figures(rows_by_pair, a):
         ax.axvline(base, color="black", linewidth=1)
         ax.set_xscale("log")
         ax.set_yticks(range(len(labels)), labels, fontsize=6)
-        ax.set_xlabel("break-even volume, tokens/day (circle: the assumption's low end; square: its high end)")
+        ax.set_xlabel("break-even, tokens/day (circle: the assumption's low end, square: its high end)", fontsize=8)
         body += figure(fig, f"Break-even sensitivity: {pair['cpu']} against {pair['gpu']}",
                        f"computed from {a['daily_volumes']} and each range of the assumptions file, one at a time; "
                        f"the line is the break-even at the assumed values, {volume_text(base, a)}")
