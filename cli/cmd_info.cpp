@@ -12,6 +12,7 @@
 #include "engine/format/llama_tensors.hpp"
 #include "engine/instrument/op_costs.hpp"
 #include "engine/kernels/row_convert.hpp"
+#include "engine/model/model.hpp"
 #include "engine/kernels/weight_formats.hpp"
 #include "engine/model/config.hpp"
 #include "engine/quant/quantize_model.hpp"
@@ -30,6 +31,7 @@ struct InfoOptions {
   std::string dtype;       // --costs: the tensors as `quantize --type DTYPE` writes them (a shape: f16 if none)
   std::vector<std::string> keep;  // --costs --dtype: quantize's --keep
   int64_t position = 0;    // --costs: positions cached before the token
+  int64_t sequences = 1;   // --costs: the decode step's sequences, for its parallel loops
 };
 
 nlohmann::json formats_json() {
@@ -138,6 +140,10 @@ void run_costs(const InfoOptions& o) {
   out["decode_token"]["kv_type"] = "f32";
   out["decode_token"]["flops"] = flops;
   out["decode_token"]["bytes"] = moved;
+  // This machine's L1d decides where 3-8 tokens stop streaming rows; a step of 1 always streams,
+  // one of more than 8 never does.
+  out["decode_step"] = {{"sequences", o.sequences},
+                        {"parallel_loops", decode_step_parallel_loops(tensors, types, o.sequences, default_kernels().caches.l1d_bytes)}};
   if (o.json) return (void)std::printf("%s\n", out.dump(2).c_str());
   std::printf("%s: %ld layers, dim %ld, ffn %ld, kv %ld, vocab %ld\n\none decoded token at position %ld:\n  %-11s %14s %14s\n",
               out["source"].get<std::string>().c_str(), dims.n_layers, dims.dim, dims.ffn_dim, dims.kv_dim, dims.vocab_size,
@@ -245,6 +251,9 @@ void register_info(CLI::App& app) {
       ->delimiter(',')->needs(dtype);
   command->add_option("--position", options->position, "--costs: positions cached before the token (default 0)")
       ->check(CLI::NonNegativeNumber);
+  command->add_option("--sequences", options->sequences,
+                      "--costs: sequences of the decode step whose parallel loops (fork/joins) --json counts (default 1)")
+      ->check(CLI::PositiveNumber);
   formats->excludes(costs)->excludes(file);
   shape->needs(costs)->excludes(file);
   command->callback([options] { run_info(*options); });

@@ -68,20 +68,25 @@ Roofs find_roofs(const std::string& hardware, Isa isa) {
     const Figure& bandwidth = profile.memory_bandwidth_measured_gbs.value ? profile.memory_bandwidth_measured_gbs
                                                                           : profile.memory_bandwidth_gbs;
     if (bandwidth.value) {
-      roofs.bytes_per_s = *bandwidth.value * 1e9 * topology.package_count;
-      roofs.memory_source = fmt::format("profile {}: {} GB/s per package x {} ({})", profile.name, *bandwidth.value,
+      roofs.bytes_per_s = bandwidth.upper() * 1e9 * topology.package_count;
+      roofs.memory_source = fmt::format("profile {}: {} GB/s per package x {} ({})", profile.name, bandwidth.upper(),
                                         topology.package_count, bandwidth.source);
     } else {
       roofs.memory_source = fmt::format("profile {} has no memory bandwidth ({}), so ", profile.name, bandwidth.source);
     }
-    const Figure& clock = profile.base_clock_ghz;
+    // The sustained all-core clock of the profile's vector width (its kernels'), not the base
+    // clock: a roof is a bound, so a range's high end.
+    const bool avx512 = profile.isa.value == "avx512";
+    const Figure& clock = avx512 ? profile.avx512_clock_ghz : profile.avx2_clock_ghz;
     const Figure& per_cycle = profile.fp32_flops_per_cycle;
     if (clock.value && per_cycle.value) {
-      roofs.flops_per_s = topology.cores.size() * *clock.value * 1e9 * *per_cycle.value;
-      roofs.compute_source = fmt::format("profile {}: {} cores x {} GHz x {} FLOP/cycle", profile.name,
-                                         topology.cores.size(), *clock.value, *per_cycle.value);
+      roofs.flops_per_s = topology.cores.size() * clock.upper() * 1e9 * per_cycle.upper();
+      roofs.compute_source = fmt::format("profile {}: {} cores x {} GHz (all-core {} clock, {}) x {} FLOP/cycle", profile.name,
+                                         topology.cores.size(), clock.upper(), avx512 ? "AVX-512" : "AVX2",
+                                         figure_text(clock), per_cycle.upper());
     } else {
-      roofs.compute_source = fmt::format("profile {} has no base clock or FLOP/cycle, so ", profile.name);
+      roofs.compute_source = fmt::format("profile {} has no all-core {} clock or FLOP/cycle, so ", profile.name,
+                                         avx512 ? "AVX-512" : "AVX2");
     }
   }
   const int threads = omp_get_max_threads();

@@ -45,7 +45,8 @@ std::vector<int> node_cpus(const Topology& topology, int node) {
 }
 
 nlohmann::json figure_json(const Figure& f) {
-  return {{"value", f.value ? nlohmann::json(*f.value) : nlohmann::json(nullptr)}, {"source", f.source}};
+  const nlohmann::json value = !f.value ? nlohmann::json(nullptr) : f.high ? nlohmann::json{*f.value, *f.high} : nlohmann::json(*f.value);
+  return {{"value", value}, {"source", f.source}};
 }
 
 // Everything `topo` prints, computed once for both outputs.
@@ -140,8 +141,7 @@ void print_text(const Report& r) {
     std::printf("  %-34s %-12s %s\n", "isa", isa.c_str(), p.isa.source.c_str());
     std::printf("  %-34s %s\n", "isa_detail", p.isa_detail.value.c_str());
     for (const auto& [field, figure] : profile_figures(p))
-      std::printf("  %-34s %-12s %s\n", field, figure->value ? fmt::format("{:g}", *figure->value).c_str() : "unknown",
-                  figure->source.c_str());
+      std::printf("  %-34s %-12s %s\n", field, figure_text(*figure).c_str(), figure->source.c_str());
   }
 
   std::printf("\nthreads: %zu, bind %s", r.threads.threads.size(), std::string(bind_policy_name(r.threads.policy)).c_str());

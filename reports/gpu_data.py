@@ -5,10 +5,12 @@ import os
 
 from tuning import files
 
+from .serving import COUNTS
+
 GPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "gpus.json")
 RESULT_FIELDS = {"gpu": str, "model": str, "format": str, "engine": str, "n_seq": int, "n_prompt": int, "n_gen": int,
                  "tokens_per_s": (int, float), "host": str, "date": str, "command": str}
-OPTIONAL_FIELDS = {"ttft_ms": (int, float), "tpot_ms": (int, float), "power_w": (int, float), "notes": str}
+OPTIONAL_FIELDS = {"ttft_ms": (int, float), "tpot_ms": (int, float), "power_w": (int, float), "notes": str, "counts": str}
 
 
 class GpuDataError(Exception):
@@ -23,12 +25,7 @@ def load_gpus():
 
 def load_results(path, known_gpus):
     """The entries of a measured-results file, checked field by field."""
-    try:
-        data = json.loads(files.read_input(path))
-    except OSError as e:
-        raise GpuDataError(f"{path}: cannot read: {e.strerror}")
-    except ValueError as e:
-        raise GpuDataError(f"{path}: not JSON: {e}")
+    data = files.read_json(path, GpuDataError)
     if not isinstance(data, dict) or data.get("schema") != "cpullm-gpu-results/1" or not isinstance(data.get("results"), list):
         raise GpuDataError(f'{path}: expected {{"schema": "cpullm-gpu-results/1", "results": [...]}}')
     for i, entry in enumerate(data["results"]):
@@ -49,4 +46,6 @@ def load_results(path, known_gpus):
             raise GpuDataError(f"{where}: gpu {entry['gpu']!r} is not one of {', '.join(known_gpus)} (reports/data/gpus.json)")
         if entry["tokens_per_s"] <= 0:
             raise GpuDataError(f"{where}: tokens_per_s must be positive")
+        if entry.get("counts", "generated") not in COUNTS:
+            raise GpuDataError(f"{where}: counts {entry['counts']!r} is none of {', '.join(COUNTS)}")
     return data["results"]

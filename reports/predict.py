@@ -1,30 +1,27 @@
-"""Throughput of each option in the TCO and GPU comparison, and where the figure comes from:
-measured (the results database, or imported GPU results), published (data/gpus.json or the
-assumptions file), or predicted by tuning/roofline.py's decode model from a CPU profile or a GPU's
-specs, scaled by the assumed efficiencies."""
+"""Serving throughput (serving.py) of each option in the TCO and GPU comparison at the assumed
+workload, and where it comes from, in this order: measured (the results database's pg results
+of the workload on a host of the option's CPU, or imported GPU results), published (data/gpus.json
+where a source ran the same workload and says what its tokens/s counts), else predicted by
+tuning/roofline.py: the prefill of every prompt and every decode step, from a CPU profile or a
+GPU's specs, scaled by the assumed efficiencies, with the interval its inputs' ranges give."""
 import json
 import os
 import re
-from dataclasses import dataclass
 
 import tuning
-from tuning import registry  # the formats and a shape's tensors: the binary's own (roofline reads them too)
-from tuning import roofline as tuning_roofline
+from tuning import registry  # the formats, a shape's tensors and its parallel loops: the binary's own
+from tuning import roofline
+
+from . import inputs
+from .serving import Serving, from_rate, generated_rate
 
 PROFILES = os.path.join(os.path.dirname(os.path.abspath(tuning.__file__)), "profiles")
 
 
-@dataclass
-class Figure:
-    value: float   # tokens/s (or ms)
-    kind: str      # measured | published | predicted | claimed
-    source: str    # host, run and command; the publication; or the model and its inputs
-
-
 def llama_shape(name):
-    """A tuning_roofline.Shape of a named LLaMA shape with F16 matrices (as gen-model writes them):
+    """A roofline.Shape of a named LLaMA shape with F16 matrices (as gen-model writes them):
     its tensors from `cpullm info --costs --shape NAME`."""
-    return tuning_roofline.named_shape(name)
+    return roofline.named_shape(name)
 
 
 def load_profile(name):
@@ -47,76 +44,141 @@ def profile_layout(profile):
     return int(levels[0][1]), cores
 
 
-def predicted_cpu(profile_name, workload, fmt, efficiency):
-    profile = load_profile(profile_name)
-    sockets, cores = profile_layout(profile)
-    strategy = "shard" if sockets > 1 else "first-touch"
-    roofs = tuning_roofline.profile_roofs(profile, sockets, cores, strategy, efficiency["bandwidth"], efficiency["compute"])
-    shape = llama_shape(workload["model"])
-    tps, bound = tuning_roofline.predict_decode(shape, fmt, roofs, workload["n_seq"], workload["n_prompt"] + workload["n_gen"] // 2)
-    ttft, ttft_bound = tuning_roofline.predict_prefill(shape, fmt, roofs, workload["n_prompt"])
-    why = (f"predicted by tuning/roofline.py from tuning/profiles/{profile_name}.json ({sockets} x {cores} cores, {strategy}), "
-           f"{fmt}, efficiencies {efficiency['bandwidth']} bandwidth / {efficiency['compute']} compute")
-    return Figure(tps, "predicted", f"{why}; {bound}-bound"), Figure(ttft * 1e3 * workload["n_seq"], "predicted",
-                                                                     f"{why}; {ttft_bound}-bound, {workload['n_seq']} prompts one after another")
-
-
-def predicted_gpu(gpu, workload, fmt, efficiency):
-    roofs = tuning_roofline.Roofs(bandwidth_gbs=gpu["memory_bandwidth_gbs"]["value"] * efficiency["bandwidth"],
-                                  gemm_gflops={fmt: gpu["fp16_tensor_tflops"]["value"] * 1e3 * efficiency["compute"]})
-    shape = llama_shape(workload["model"])
-    tps, bound = tuning_roofline.predict_decode(shape, fmt, roofs, workload["n_seq"], workload["n_prompt"] + workload["n_gen"] // 2)
-    return Figure(tps, "predicted", f"predicted by tuning/roofline.py's decode model from {gpu['name']}'s bandwidth and FP16 tensor peak "
-                                    f"(data/gpus.json), efficiencies {efficiency['bandwidth']} / {efficiency['compute']}; {bound}-bound")
-
-
 def parameters(model):
     """Parameters of a named shape, every tensor counted (what cpullm bench records as model_n_params)."""
     return sum(rows * cols for _, rows, cols, _, _ in llama_shape(model).tensors)
 
 
+def predicted(workload, fmt, roofs, loops):
+    """(prefill seconds, decode seconds, what bound each) of the workload on `roofs`: every
+    prompt's prefill one after another (as cpullm bench -np runs them), then n_gen steps of all
+    sequences, each at the mean position of the generation (its KV reads grow linearly) with
+    `loops` parallel loops."""
+    shape = llama_shape(workload["model"])
+    n, p, g = workload["n_seq"], workload["n_prompt"], workload["n_gen"]
+    tps, decode_bound = roofline.predict_decode(shape, fmt, roofs, n, p + g // 2, workload["kv_type"], loops=loops)
+    prefill, prefill_bound = roofline.predict_prefill(shape, fmt, roofs, p) if p else (0.0, "no prompt")
+    return prefill * n, g * n / tps, f"prefill {prefill_bound}-bound, decode {decode_bound}-bound"
+
+
+def corners(workload, run, kind_source, profile_corner="mid"):
+    """A predicted Serving: run(efficiency corner, profile corner) -> (prefill s, decode s,
+    bounds) at the assumed efficiencies and the profile's ranges at `profile_corner` (their
+    middle unless a sensitivity moves them), with the rates of the slow and fast corners of
+    every range together as its interval."""
+    at = {"mid": run("mid", profile_corner), "low": run("low", "low"), "high": run("high", "high")}
+    rate = {corner: workload["n_seq"] * workload["n_gen"] / (at[corner][0] + at[corner][1]) for corner in at}
+    prefill, decode, bounds = at["mid"]
+    return Serving(workload["n_seq"], workload["n_prompt"], workload["n_gen"], prefill + decode, prefill, "predicted",
+                   f"{kind_source}; {bounds}", low=rate["low"], high=rate["high"])
+
+
+def range_text(low_high):
+    low, high = low_high
+    return f"{low:g}" if low == high else f"{low:g}-{high:g}"
+
+
+def efficiency_at(efficiency, corner):
+    """(bandwidth, compute) efficiency: the assumed values, or their ranges' ends."""
+    def one(q):
+        return inputs.value(q) if corner == "mid" else roofline.at(list(inputs.span(q)), corner)
+    return one(efficiency["bandwidth"]), one(efficiency["compute"])
+
+
+def predicted_cpu(profile_name, workload, fmt, efficiency, profile_corner="mid"):
+    profile = load_profile(profile_name)
+    sockets, cores = profile_layout(profile)
+    strategy = "shard" if sockets > 1 else "first-touch"
+    loops = registry.costs(shape=workload["model"], dtype=fmt, sequences=workload["n_seq"])["decode_step"]["parallel_loops"]
+
+    def run(efficiency_corner, corner):
+        bandwidth, compute = efficiency_at(efficiency, efficiency_corner)
+        return predicted(workload, fmt, roofline.profile_roofs(profile, sockets, cores, strategy, bandwidth, compute, corner), loops)
+    clock = roofline.clock_field(profile)
+    return corners(workload, run, profile_corner=profile_corner, kind_source=(
+        f"predicted by tuning/roofline.py from tuning/profiles/{profile_name}.json ({sockets} x {cores} cores, {strategy}, "
+        f"{clock} {range_text(roofline.span(profile[clock]['value']))} GHz), {fmt} weights, {workload['kv_type']} KV cache, "
+        f"efficiencies {range_text(inputs.span(efficiency['bandwidth']))} bandwidth / {range_text(inputs.span(efficiency['compute']))} "
+        f"compute, {loops} parallel loops a decode step"))
+
+
+def gpu_roofs(gpu, fmt, bandwidth, compute):
+    return roofline.Roofs(bandwidth_gbs=gpu["memory_bandwidth_gbs"]["value"] * bandwidth,
+                          gemm_gflops={fmt: gpu["fp16_tensor_tflops"]["value"] * 1e3 * compute},
+                          source=f"{gpu['name']} (data/gpus.json)")
+
+
+def predicted_gpu(gpu, workload, fmt, efficiency):
+    def run(efficiency_corner, _):
+        return predicted(workload, fmt, gpu_roofs(gpu, fmt, *efficiency_at(efficiency, efficiency_corner)), 0)
+    return corners(workload, run, (
+        f"predicted by tuning/roofline.py from {gpu['name']}'s bandwidth and FP16 tensor peak (data/gpus.json), {fmt} weights, "
+        f"{workload['kv_type']} KV cache, efficiencies {range_text(inputs.span(efficiency['bandwidth']))} / "
+        f"{range_text(inputs.span(efficiency['compute']))}; "
+        "kernel launches not modelled"))
+
+
+def same_workload(entry, workload):
+    return all(entry.get(k) == workload[k] for k in ("model", "n_seq", "n_prompt", "n_gen"))
+
+
 def workload_results(contents, option, workload):
-    """The results of the workload (sequences, prompt, model size) on hosts whose CPU model
-    matches the option."""
+    """The results of the workload as the TCO prices it: pg tests (prompt and generation) of the
+    same n_seq, n_prompt and n_gen, model size, the option's format and the workload's KV type,
+    with a generated tokens/s (gen_ts), on a host whose CPU model contains the option's
+    cpu_model_match."""
     target = parameters(workload["model"])
     return [r for r in contents.results
-            if r.get("avg_ts") and r.get("n_seq") == workload["n_seq"] and r.get("n_prompt") == workload["n_prompt"]
+            if r["test"] == "pg" and r.get("gen_ts") and r.get("n_seq") == workload["n_seq"]
+            and r.get("n_prompt") == workload["n_prompt"] and r.get("n_gen") == workload["n_gen"]
+            and r.get("format") == option["format"] and r.get("kv_type") == workload["kv_type"]
             and r.get("model_n_params") and abs(r["model_n_params"] - target) < 0.05 * target
             and option.get("cpu_model_match", "\0") in (contents.runs[r["run_id"]].get("cpu_model") or "")]
 
 
 def measured_cpu(contents, option, workload):
-    """The best measured generation tokens/s of the workload on a host whose CPU model matches
-    the option, or None."""
+    """The best measured generated tokens/s of the workload's results (workload_results), or None."""
     results = workload_results(contents, option, workload)
     if not results:
         return None
-    r = max(results, key=lambda r: r["avg_ts"])
+    r = max(results, key=lambda r: r["gen_ts"])
     run = contents.runs[r["run_id"]]
-    return Figure(r["avg_ts"], "measured", f"measured, run {run['id']} on {run['host']} ({run['cpu_model']}), commit {run['git_commit']}, "
-                                           f"{run['started_at']}: {run['command']}")
+    prefill = r["ttft_ms"] / 1e3 if r.get("ttft_ms") else None
+    return from_rate(workload["n_seq"], workload["n_prompt"], workload["n_gen"], r["gen_ts"], prefill, "measured",
+                     f"measured (gen_ts), result {r['id']} ({r['case_name']}) of run {run['id']} on {run['host']} ({run['cpu_model']}), "
+                     f"commit {run['git_commit']}, {run['started_at']}: {run['command']}")
 
 
 def measured_gpu(gpu_results, gpu_id, workload):
     for m in gpu_results:
-        if m["gpu"] == gpu_id and m["model"] == workload["model"] and m["n_seq"] == workload["n_seq"] and m["n_prompt"] == workload["n_prompt"]:
-            return Figure(m["tokens_per_s"], "measured", f"measured on {m['host']} ({m['engine']}), {m['date']}: {m['command']}")
+        if m["gpu"] == gpu_id and same_workload(m, workload):
+            converted = generated_rate(m["tokens_per_s"], m.get("counts", "generated"), m["n_prompt"], m["n_gen"])
+            if converted:
+                return from_rate(m["n_seq"], m["n_prompt"], m["n_gen"], converted[0], None, "measured",
+                                 f"measured on {m['host']} ({m['engine']}), {m['date']}: {m['command']}; {converted[1]}")
     return None
 
 
-def option_throughput(option, contents, gpu_results, gpus, assumptions):
-    """tokens/s of a TCO option at the assumed workload: measured first, then the figure the
-    assumptions file gives (published or claimed), then predicted."""
+def published_gpu(published, gpu_id, workload, facts):
+    """A published figure of this GPU (an entry naming its family, "a100", or the exact id) for
+    the workload, converted to generated tokens/s, or None."""
+    for p in published:
+        if gpu_id.startswith(p["gpu"]) and same_workload(p, workload):
+            converted = generated_rate(p["tokens_per_s"], p["counts"], p["n_prompt"], p["n_gen"])
+            if converted:
+                fact = facts[p["source"].removeprefix("fact:")]
+                return from_rate(p["n_seq"], p["n_prompt"], p["n_gen"], converted[0], None, "published",
+                                 f"published: {p['engine']}, {fact['url']} ({fact['date']}); {converted[1]}")
+    return None
+
+
+def option_serving(option, contents, context, assumptions, profile_corner="mid"):
+    """The option's Serving at the assumed workload: measured, else published, else predicted
+    (a CPU profile's ranges at `profile_corner`)."""
     workload, efficiency = assumptions["workload"], assumptions["prediction_efficiency"]
     if option["kind"] == "cpu":
-        measured = measured_cpu(contents, option, workload)
-    else:
-        measured = measured_gpu(gpu_results, option["gpu"], workload)
-    if measured:
-        return measured
-    given = option.get("throughput_tokens_per_s")
-    if given:
-        return Figure(given["value"], given["kind"], given["source"])
-    if option["kind"] == "cpu":
-        return predicted_cpu(option["profile"], workload, option["format"], efficiency)[0]
-    return predicted_gpu(gpus[option["gpu"]], workload, option["format"], efficiency)
+        return (measured_cpu(contents, option, workload)
+                or predicted_cpu(option["profile"], workload, option["format"], efficiency, profile_corner))
+    return (measured_gpu(context.gpu_results, option["gpu"], workload)
+            or published_gpu(context.published, option["gpu"], workload, context.facts)
+            or predicted_gpu(context.gpus[option["gpu"]], workload, option["format"], efficiency))

@@ -10,6 +10,8 @@ import os
 
 import numpy as np
 
+from tuning import roofline
+
 from . import predict
 from .page import Section, esc, figure, new_figure, no_data, number, paragraph, runs_source, table
 
@@ -76,14 +78,15 @@ def host_roofs(contents, host):
 
 def profile_roofs(profile):
     """(bytes/s, FLOP/s, layout) theoretical for a profile (tuning/roofline.py at full
-    efficiency, weights sharded over the nodes); None where a figure is unknown (the host)."""
+    efficiency, weights sharded over the nodes, the fast end of its ranges: a roof is a bound);
+    None where a figure is unknown (the host)."""
     values = {k: v["value"] for k, v in profile.items() if isinstance(v, dict) and "value" in v}
-    needed = ("memory_bandwidth_gbs_per_package", "base_clock_ghz", "fp32_flops_per_cycle_per_core", "int8_ops_per_cycle_per_core",
-              "q4_0_ops_per_cycle_per_core")
+    needed = ("memory_bandwidth_gbs_per_package", roofline.clock_field(profile), "fp32_flops_per_cycle_per_core",
+              "int8_ops_per_cycle_per_core", "q4_0_ops_per_cycle_per_core")
     if values.get("topology") == "detect" or any(values.get(k) is None for k in needed):
         return None
     sockets, cores = predict.profile_layout(profile)
-    roofs = predict.tuning_roofline.profile_roofs(profile, sockets, cores, "shard", 1.0, 1.0)
+    roofs = roofline.profile_roofs(profile, sockets, cores, "shard", 1.0, 1.0, "high")
     return roofs.bandwidth_gbs * 1e9, roofs.gemm_gflops["f32"] * 1e9, f"{sockets} x {cores} cores"
 
 
@@ -116,7 +119,8 @@ def profile_figure(profile_name, roofs, points):
     ax.set_ylabel("FLOP/s")
     ax.legend(fontsize=7)
     source = (f"predicted by the roofline model (min(bandwidth x intensity, peak)) from tuning/profiles/{profile_name}.json: "
-              "channels x speed x 8 bytes per package, cores x base clock x FP32 FLOP/cycle; intensities from the measured regions")
+              "theoretical bandwidth per package, cores x the sustained all-core clock at the profile's vector width (its range's "
+              "high end) x FP32 FLOP/cycle; intensities from the measured regions")
     return figure(fig, f"Predicted roofline of profile {profile_name}", source)
 
 

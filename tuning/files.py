@@ -10,6 +10,7 @@ FIFO cannot block open() for ever, and must be regular files of a bounded size. 
 does the same in engine/util/output_file.cpp and engine/util/input_file.cpp.
 """
 import errno
+import json
 import os
 import secrets
 import stat
@@ -51,3 +52,14 @@ def read_input(path, max_bytes=16 << 20):
         if st.st_size > max_bytes:
             raise OSError(errno.EFBIG, f"{st.st_size} bytes, more than the {max_bytes} read", path)
         return f.read(max_bytes + 1).decode("utf-8", errors="replace")
+
+
+def read_json(path, error):
+    """A JSON input file (read_input), parsed; a file that cannot be read or is not JSON raises
+    `error` (an exception class) with one line naming it."""
+    try:
+        return json.loads(read_input(path))
+    except OSError as e:
+        raise error(f"{path}: cannot read: {e.strerror}")
+    except ValueError as e:
+        raise error(f"{path}: not JSON: {e}")

@@ -66,12 +66,13 @@ def row_bytes(name, cols, cpullm=None):
 
 
 @functools.lru_cache(maxsize=None)
-def costs(model=None, shape=None, dtype=None, keep="", position=0, cpullm=None):
+def costs(model=None, shape=None, dtype=None, keep="", position=0, sequences=1, cpullm=None):
     """`cpullm info --costs`: a model file's (or a named shape's) dims, LLaMA tensors (name, role,
-    rows, cols, type, format, bytes) and one decoded token's FLOPs and bytes per op at `position`
-    cached positions. With dtype (and keep) the tensors are as `cpullm quantize --type dtype
-    --keep keep` writes them, by quantize's own plan; a named shape without dtype is at f16."""
+    rows, cols, type, format, bytes), one decoded token's FLOPs and bytes per op at `position`
+    cached positions, and the parallel loops of a decode step of `sequences` sequences
+    (decode_step.parallel_loops). With dtype (and keep) the tensors are as `cpullm quantize --type
+    dtype --keep keep` writes them, by quantize's own plan; a named shape without dtype is at f16."""
     args = [model] if model else ["--shape", shape]
     if dtype:
         args += ["--dtype", dtype] + (["--keep", keep] if keep else [])
-    return _info(cpullm or default_cpullm(), *args, "--costs", "--position", str(position))
+    return _info(cpullm or default_cpullm(), *args, "--costs", "--position", str(position), "--sequences", str(sequences))

@@ -2,13 +2,14 @@
 shape and a machine's roofs. Predictions, not measurements: every input is returned with them.
 
 Decode reads every weight once per step (the embedding table: one row per token) and each
-sequence's KV cache; a step of B sequences also does B tokens of FLOPs. Prefill of P tokens does
-2 x parameters x P FLOPs plus attention (P^2 / 2 query-key pairs per layer, 4 x dim FLOPs each),
-and reads the weights once per 512-token chunk. Each phase takes the longer of its memory time
-and its compute time.
+sequence's KV cache at its KV type; a step of B sequences also does B tokens of FLOPs, and pays
+a fork/join for each of its parallel loops. Prefill of P tokens does 2 x parameters x P FLOPs
+plus attention (P^2 / 2 query-key pairs per layer, 4 x dim FLOPs each), and reads the weights
+once per 512-token chunk. Each phase takes the longer of its memory time and its compute time.
 
-For another box the roofs (`Roofs`) come from a hardware profile: bandwidth and per format the
-GEMM rate (prefill; FLOP/s). On this machine (`tune --hardware host`) the model is finer, since
+For another box the roofs (`Roofs`) come from a hardware profile, its ranged figures at a corner
+of their ranges: bandwidth, per format the GEMM rate (prefill; FLOP/s) at the sustained all-core
+clock, and a parallel loop's fork/join cost. On this machine (`tune --hardware host`) the model is finer, since
 its inputs can be measured: each matrix takes its bytes over the rate of its format at the
 step's tokens, measured on a model-shaped layer as the engine runs that many tokens (decode: one
 token per sequence decoded together; prefill: a prompt chunk's tokens), at the point's thread
@@ -102,7 +103,42 @@ class Roofs:
     gemm_gflops: dict = field(default_factory=dict)  # format -> prefill GEMM rate, GFLOP/s
     remote_fraction: float = 0.0  # share of weight bytes read across sockets (NUMA strategy)
     link_gbs: float = math.inf  # cross-socket bandwidth available to those reads, GB/s
+    fork_join_s: float = 0.0  # one parallel loop's hand-out and join over all the threads (fork_join_seconds)
     source: str = ""  # where the figures come from, printed with the predictions
+
+
+# A profile figure's value is a number or a range [low, high] (docs/tuning.md). A prediction runs
+# at one corner of its inputs' ranges: "low" takes the end of each range that makes it slower,
+# "high" the end that makes it faster, "mid" the middle; the low and high corners bound it.
+CORNERS = ("low", "mid", "high")
+
+
+def span(value):
+    """(low, high) of a figure's value: a number, or a range [low, high]."""
+    return (value[0], value[1]) if isinstance(value, (list, tuple)) else (value, value)
+
+
+def at(value, corner, faster_when_higher=True):
+    """A figure's value at a prediction corner."""
+    low, high = span(value)
+    if corner == "mid":
+        return (low + high) / 2
+    return high if (corner == "high") == faster_when_higher else low
+
+
+def clock_field(profile):
+    """The profile's sustained all-core clock at its kernels' vector width: AVX-512 where its
+    level is avx512, else AVX2 (the base clock is what the part guarantees, not what it runs)."""
+    return "avx512_clock_ghz" if profile["isa"]["value"] == "avx512" else "avx2_clock_ghz"
+
+
+def fork_join_seconds(threads_per_socket, sockets, core_ns, socket_ns):
+    """One parallel loop of a forward pass's thread team (engine/kernels/parallel.hpp): thread 0
+    publishes the job, then every other thread decrements one counter when done, one after
+    another, each decrement bringing the counter's cache line to that thread (from a core of the
+    same package: core_ns; of another: socket_ns), and thread 0 reads it back."""
+    far = socket_ns if sockets > 1 else core_ns
+    return ((threads_per_socket - 1) * core_ns + (sockets - 1) * threads_per_socket * socket_ns + 2 * far) * 1e-9
 
 
 def decode_bytes(shape, fmt, keep=""):
@@ -113,23 +149,29 @@ def decode_bytes(shape, fmt, keep=""):
     return total
 
 
-def kv_bytes(shape, positions, kv_type_bytes=4):
-    """KV cache bytes one sequence's attention reads at `positions` cached positions."""
-    return 2 * shape.layers * shape.kv_dim * positions * kv_type_bytes
+def kv_bytes(shape, positions, kv_type):
+    """KV cache bytes one sequence's attention reads at `positions` cached positions, its keys
+    and values stored as `kv_type` (f32, f16, bf16: the registry's row size)."""
+    return 2 * shape.layers * positions * registry.row_bytes(kv_type, shape.kv_dim)
 
 
-def predict_decode(shape, fmt, roofs, batch=1, position=256, keep=""):
-    """Tokens/s of a decode step of `batch` sequences, each with `position` cached positions.
-    Returns (tokens/s, which roof bound it)."""
+def predict_decode(shape, fmt, roofs, batch, position, kv_type, keep="", loops=0):
+    """Tokens/s of a decode step of `batch` sequences, each with `position` cached positions in
+    a `kv_type` cache: the longest of its memory, link and compute times, plus `loops` parallel
+    loops (`cpullm info --costs --sequences`' decode_step.parallel_loops) at the roofs' fork/join
+    cost. Returns (tokens/s, what bound it)."""
     weights = decode_bytes(shape, fmt, keep)
     bandwidth = roofs.bandwidth_gbs * 1e9
-    memory = (weights + batch * kv_bytes(shape, position)) / bandwidth
+    memory = (weights + batch * kv_bytes(shape, position, kv_type)) / bandwidth
     link = weights * roofs.remote_fraction / (roofs.link_gbs * 1e9)
     flops = batch * (2 * matrix_params(shape) + 4 * shape.layers * shape.dim * position)
     compute = flops / (roofs.gemm_gflops[fmt] * 1e9) if batch > 1 and fmt in roofs.gemm_gflops else 0.0
     step = max(memory, link, compute)
     bound = "compute" if step == compute else "cross-socket link" if step == link else "memory bandwidth"
-    return batch / step, bound
+    sync = loops * roofs.fork_join_s
+    if sync > step:
+        bound = f"fork/join ({loops} parallel loops a step)"
+    return batch / (step + sync), bound
 
 
 def predict_prefill(shape, fmt, roofs, prompt, keep=""):
@@ -159,27 +201,34 @@ def numa_strategies(sockets):
     }
 
 
-def profile_roofs(profile, sockets, cores_per_socket, strategy, bandwidth_efficiency, compute_efficiency):
-    """Roofs of a hardware profile under a NUMA strategy: bandwidth from the measured figure
-    where the profile has one, else theoretical x bandwidth_efficiency; compute from cores x
-    base clock x operations per cycle x compute_efficiency."""
-    def value(field):
-        return profile[field]["value"]
-    measured = value("memory_bandwidth_measured_gbs_per_package")
-    per_socket = measured if measured else value("memory_bandwidth_gbs_per_package") * bandwidth_efficiency
+def profile_roofs(profile, sockets, cores_per_socket, strategy, bandwidth_efficiency, compute_efficiency, corner="mid"):
+    """Roofs of a hardware profile under a NUMA strategy, its ranged figures at `corner`:
+    bandwidth from the measured figure where the profile has one, else theoretical x
+    bandwidth_efficiency; compute from cores x the all-core clock of its vector width (clock_field)
+    x operations per cycle x compute_efficiency; a parallel loop's cost from its core-to-core and
+    socket-to-socket latencies, one thread a core (none where the profile gives no latency)."""
+    def value(field, faster_when_higher=True):
+        return at(profile[field]["value"], corner, faster_when_higher)
+    measured = profile["memory_bandwidth_measured_gbs_per_package"]["value"]
+    per_socket = value("memory_bandwidth_measured_gbs_per_package") if measured else \
+        value("memory_bandwidth_gbs_per_package") * bandwidth_efficiency
     s = numa_strategies(sockets)[strategy]
-    peak = cores_per_socket * sockets * value("base_clock_ghz")
+    peak = cores_per_socket * sockets * value(clock_field(profile))
     fp = peak * value("fp32_flops_per_cycle_per_core") * compute_efficiency
     int8 = peak * value("int8_ops_per_cycle_per_core") * compute_efficiency
     q4_0 = peak * value("q4_0_ops_per_cycle_per_core") * compute_efficiency
+    fork_join = 0.0
+    if profile["core_to_core_ns"]["value"] is not None:
+        far = value("socket_to_socket_ns", False) if sockets > 1 else 0.0
+        fork_join = fork_join_seconds(cores_per_socket, sockets, value("core_to_core_ns", False), far)
     # float formats at the FMA rate; integer ones at the int8 rate, or Q4_0's where the GEMM's nibble
     # tile runs them; a format without GEMM panels streams its rows, taken at the int8 rate
     gemm = {name: fp if f["activations"] == "f32" else q4_0 if f["gemm_nibbles"] else int8
             for name, f in registry.formats().items()}
-    link = value("socket_link_gbs_per_package")
+    link = profile["socket_link_gbs_per_package"]["value"] and value("socket_link_gbs_per_package")
     return Roofs(bandwidth_gbs=per_socket * s["nodes_serving"], gemm_gflops=gemm,
-                 remote_fraction=s["remote"], link_gbs=link * s["links"] if link else math.inf,
-                 source=f"profile {profile['name']}, {strategy}")
+                 remote_fraction=s["remote"], link_gbs=link * s["links"] if link else math.inf, fork_join_s=fork_join,
+                 source=f"profile {profile['name']}, {strategy}, {corner} corner of its ranges")
 
 
 # ---------------------------------------------------------------------------------------------

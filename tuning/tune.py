@@ -112,10 +112,10 @@ def print_predictions(args, shape, profile, topology, model_bytes):
     cores_per_socket = len(topology["cores"]) // sockets
     mem_per_socket = (profile["memory_gib_per_package"]["value"] or math.inf) * (1 << 30)
     print(f"PREDICTIONS (roofline model, not measurements) for {args.model}:")
-    print("  inputs:")
-    for field in ("memory_bandwidth_gbs_per_package", "memory_bandwidth_measured_gbs_per_package", "base_clock_ghz",
+    print("  inputs (a range [low, high] gives the interval: each prediction at its ranges' middle, [slow end - fast end]):")
+    for field in ("memory_bandwidth_gbs_per_package", "memory_bandwidth_measured_gbs_per_package", roofline.clock_field(profile),
                   "fp32_flops_per_cycle_per_core", "int8_ops_per_cycle_per_core", "q4_0_ops_per_cycle_per_core",
-                  "socket_link_gbs_per_package",
+                  "socket_link_gbs_per_package", "core_to_core_ns", "socket_to_socket_ns",
                   "memory_gib_per_package"):
         f = profile[field]
         print(f"    {field} = {f['value']}  ({f['source']})")
@@ -125,7 +125,8 @@ def print_predictions(args, shape, profile, topology, model_bytes):
     print(f"    compute efficiency = {args.compute_efficiency} (share of the FMA/int8 peak the GEMM reaches; "
           f"an assumption; suites/prefill_compute.py measures it)")
     print(f"    model: {shape.layers} layers, dim {shape.dim}, kv dim {shape.kv_dim}, vocab {shape.vocab}; "
-          f"prompt {args.prompt} tokens, decode at position {args.prompt} with an F32 KV cache")
+          f"prompt {args.prompt} tokens, decode at position {args.prompt}, KV cache in {args.kv_type}; each decode step "
+          f"pays its parallel loops (cpullm info --costs --sequences N) a fork/join each")
     strategies = list(roofline.numa_strategies(sockets)) if sockets > 1 else ["first-touch"]
     header = "| format | weights | batch | " + " | ".join(f"decode tok/s {s}" for s in strategies) + " | TTFT ms |"
     print(header)
@@ -136,18 +137,20 @@ def print_predictions(args, shape, profile, topology, model_bytes):
             cells = []
             for strategy in strategies:
                 s = roofline.numa_strategies(sockets)[strategy]
-                need = weights * s["copies"] / sockets + batch * roofline.kv_bytes(shape, args.prompt + 1) / sockets
+                need = weights * s["copies"] / sockets + batch * roofline.kv_bytes(shape, args.prompt + 1, args.kv_type) / sockets
                 if need > mem_per_socket:
                     cells.append("does not fit")
                     continue
-                roofs = roofline.profile_roofs(profile, sockets, cores_per_socket, strategy,
-                                               args.bandwidth_efficiency, args.compute_efficiency)
-                tps, bound = roofline.predict_decode(shape, fmt, roofs, batch, args.prompt)
-                cells.append(f"{tps:.1f} ({bound})")
-            roofs = roofline.profile_roofs(profile, sockets, cores_per_socket, strategies[0],
-                                           args.bandwidth_efficiency, args.compute_efficiency)
-            ttft, bound = roofline.predict_prefill(shape, fmt, roofs, args.prompt)
-            print(f"| {fmt} | {gib(weights)} | {batch} | " + " | ".join(cells) + f" | {ttft * 1e3:.0f} ({bound}) |")
+                loops = registry.costs(model=args.model, sequences=batch, cpullm=args.cpullm)["decode_step"]["parallel_loops"]
+                tps = {corner: roofline.predict_decode(shape, fmt, roofline.profile_roofs(
+                    profile, sockets, cores_per_socket, strategy, args.bandwidth_efficiency, args.compute_efficiency, corner),
+                    batch, args.prompt, args.kv_type, loops=loops) for corner in roofline.CORNERS}
+                cells.append(f"{tps['mid'][0]:.1f} [{tps['low'][0]:.1f}-{tps['high'][0]:.1f}] ({tps['mid'][1]})")
+            ttft = {corner: roofline.predict_prefill(shape, fmt, roofline.profile_roofs(
+                profile, sockets, cores_per_socket, strategies[0], args.bandwidth_efficiency, args.compute_efficiency, corner),
+                args.prompt) for corner in roofline.CORNERS}
+            print(f"| {fmt} | {gib(weights)} | {batch} | " + " | ".join(cells) +
+                  f" | {ttft['mid'][0] * 1e3:.4g} [{ttft['high'][0] * 1e3:.4g}-{ttft['low'][0] * 1e3:.4g}] ({ttft['mid'][1]}) |")
     print("  NUMA strategies: " + "; ".join(f"{k}: {v['why']}" for k, v in roofline.numa_strategies(sockets).items()
                                             if k in strategies))
 
@@ -159,7 +162,10 @@ def plan_other_box(args, plan, profile):
     print()
     print_os_settings(profile, plan["topology"])
     print()
-    print_predictions(args, shape, profile, plan["topology"], info["totals"]["bytes"])
+    try:
+        print_predictions(args, shape, profile, plan["topology"], info["totals"]["bytes"])
+    except registry.RegistryError as e:  # the model's decode-step loops come from `cpullm info --costs`
+        sw.fail(str(e))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -528,6 +534,8 @@ def main(argv=None):
     parser.add_argument("--formats", help="other box: formats to predict (default: every format `cpullm info --formats` lists)")
     parser.add_argument("--batches", default="1,8,32", help="other box: batch sizes (concurrent sequences) to predict")
     parser.add_argument("--prompt", type=int, default=512, help="other box: prompt tokens of the TTFT prediction")
+    parser.add_argument("--kv-type", default="f16", choices=["f32", "f16", "bf16"],
+                        help="other box: the KV cache's type in the decode predictions (default f16, as the seed suite runs)")
     parser.add_argument("--bandwidth-efficiency", type=float, default=0.75,
                         help="other box: attainable share of theoretical bandwidth where the profile has no measured figure")
     parser.add_argument("--compute-efficiency", type=float, default=0.4, help="other box: share of peak the GEMM reaches")

@@ -182,6 +182,15 @@ void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, i
   else float_gemm(kernels, y, y_stride, w, x, x_stride, tokens, caches);
 }
 
+int64_t matmul_parallel_loops(GgmlType type, int64_t tokens, int64_t cols, int64_t l1d_bytes) {
+  if (tokens <= 0) return 0;
+  if (is_sparse(type)) return tokens == 1 ? 1 : 2;  // sparse_matvec's rows; sparse_matmul's transpose, then its rows
+  const GemmPanels panels = weight_format(type).gemm.panels;
+  if (panels == GemmPanels::none || matmul_streams_rows(type, tokens, cols, l1d_bytes))
+    return ceil_div(tokens, kRowStreamTokens);
+  return panels == GemmPanels::integer ? 2 : 1;
+}
+
 void matmul_reference(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride,
                       int64_t tokens) {
   for (int64_t t = 0; t < tokens; ++t) matvec_reference(y + t * y_stride, w, x + t * x_stride);

@@ -42,6 +42,12 @@ KernelConfig default_kernels();
 // fit in half of L1d beside the rows.
 bool matmul_streams_rows(GgmlType type, int64_t tokens, int64_t cols, int64_t l1d_bytes);
 
+// The parallel loops matmul runs (each a fork/join of the threads, or a job of a forward pass's
+// team; none with one thread): the rows streamed kRowStreamTokens tokens a pass, or an integer
+// GEMM's activation quantization and its blocks, or a float GEMM's blocks. What a decode step's
+// loops cost is tuning/roofline.py's per-step overhead.
+int64_t matmul_parallel_loops(GgmlType type, int64_t tokens, int64_t cols, int64_t l1d_bytes);
+
 // y (tokens, y_stride): y[t * y_stride + r] = W row r . x[t * x_stride ...] for r < w.rows,
 // t < tokens; x is (tokens, x_stride) with w.cols values per token. Row blocks are split over
 // the OpenMP threads; the result does not depend on their number. Kernels of `isa`, the

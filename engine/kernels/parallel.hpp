@@ -100,6 +100,11 @@ class ThreadTeam {
   bool busy_ = false;  // thread 0 is inside a job
 };
 
+// Parallel loops handed to threads so far in this process: a team's jobs and on_every_thread's
+// OpenMP regions, each a fork/join. decode_step_parallel_loops (model.hpp) counts a step's ahead;
+// the tests check it against this.
+inline std::atomic<uint64_t> parallel_loops_dispatched{0};
+
 // The threads a parallel loop started here gets.
 inline int parallel_threads() {
   if (const ThreadTeam* team = ThreadTeam::current()) return team->threads();
@@ -121,9 +126,13 @@ void on_every_thread(Body&& body, int region_threads = 0) {
     auto mine = body;
     mine(thread, threads);
   };
-  if (ThreadTeam* team = ThreadTeam::current()) return team->run(each);
+  if (ThreadTeam* team = ThreadTeam::current()) {
+    parallel_loops_dispatched.fetch_add(1, std::memory_order_relaxed);
+    return team->run(each);
+  }
   const int threads = region_threads > 0 ? region_threads : omp_get_max_threads();
   if (threads == 1 || omp_in_parallel()) return each(0, 1);
+  parallel_loops_dispatched.fetch_add(1, std::memory_order_relaxed);
 #pragma omp parallel num_threads(threads)
   each(omp_get_thread_num(), omp_get_num_threads());
 }

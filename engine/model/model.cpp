@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cerrno>
 #include <cstring>
@@ -171,6 +172,44 @@ std::vector<BatchToken> prompt_copies(std::span<const int32_t> prompt, int seque
       batch.push_back({.token = prompt[i], .sequence = s, .position = static_cast<int64_t>(i),
                        .want_logits = i + 1 == prompt.size()});
   return batch;
+}
+
+int64_t decode_step_parallel_loops(std::span<const LlamaTensor> tensors, std::span<const GgmlType> types,
+                                   int64_t sequences, int64_t l1d_bytes) {
+  const int64_t n = sequences, split = n >= kTokensToSplit ? 1 : 0;  // a for_token_rows: norms, RoPE, adds, SwiGLU
+  const auto project = [&](std::size_t i) { return matmul_parallel_loops(types[i], n, tensors[i].cols, l1d_bytes); };
+  // project_normalised: one matvec_group where every matrix streams its rows, else a project each.
+  const auto grouped = [&](std::initializer_list<std::size_t> group) {
+    if (std::all_of(group.begin(), group.end(),
+                    [&](std::size_t i) { return matmul_streams_rows(types[i], n, tensors[i].cols, l1d_bytes); }))
+      return int64_t{1};
+    int64_t loops = 0;
+    for (std::size_t i : group) loops += project(i);
+    return loops;
+  };
+  // Each layer's tensors by role (llama_tensors lists a layer's together), then the layer's loops
+  // in run_chunk's order: norm, q/k/v, RoPE, attention (every sequence's one query in one loop),
+  // o, add, norm, gate/up, SwiGLU, down, add.
+  std::array<std::size_t, static_cast<std::size_t>(LlamaRole::output) + 1> at{};
+  const auto layer = [&] {
+    const auto r = [&](LlamaRole role) { return at[static_cast<std::size_t>(role)]; };
+    return split + grouped({r(LlamaRole::attn_q), r(LlamaRole::attn_k), r(LlamaRole::attn_v)}) + split + 1 +
+           project(r(LlamaRole::attn_output)) + split + split + grouped({r(LlamaRole::ffn_gate), r(LlamaRole::ffn_up)}) +
+           split + project(r(LlamaRole::ffn_down)) + split;
+  };
+  const bool tied = std::none_of(tensors.begin(), tensors.end(), [](const LlamaTensor& t) { return t.role == LlamaRole::output; });
+  int64_t loops = split;  // the embedding rows
+  std::string_view current;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const std::string_view name = tensors[i].name;
+    const std::string_view block = name.starts_with("blk.") ? name.substr(0, name.find('.', 4)) : "";
+    if (block != current && !current.empty()) loops += layer();
+    current = block;
+    at[static_cast<std::size_t>(tensors[i].role)] = i;
+    if (tensors[i].role == LlamaRole::output || (tied && tensors[i].role == LlamaRole::token_embd)) loops += project(i);
+  }
+  if (!current.empty()) loops += layer();
+  return loops;
 }
 
 std::span<const float> Model::forward_batch(std::span<const int32_t> tokens, int64_t pos, bool all_logits) {

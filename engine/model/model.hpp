@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/format/gguf.hpp"
+#include "engine/format/llama_tensors.hpp"
 #include "engine/instrument/regions.hpp"
 #include "engine/kernels/attention.hpp"
 #include "engine/kernels/matmul.hpp"
@@ -49,6 +50,14 @@ struct BatchToken {
 // `sequences` copies of a prompt in one batch (a batched prefill), sequence s at positions
 // 0 .. prompt.size() - 1, each copy's last token asking for logits.
 std::vector<BatchToken> prompt_copies(std::span<const int32_t> prompt, int sequences);
+
+// The parallel loops Model::forward runs for one decode step of `sequences` sequences (a token
+// each), by run_chunk's choices for the model's tensors at `types`, without a weight placement
+// or tensor parallelism: each a fork/join of the threads (a job of the pass's team), none with
+// one thread. `info --costs` prints it; tuning/roofline.py multiplies it by the cost of one
+// fork/join for the per-step overhead. Counted against a real step in tests/unit/test_model.cpp.
+int64_t decode_step_parallel_loops(std::span<const LlamaTensor> tensors, std::span<const GgmlType> types,
+                                   int64_t sequences, int64_t l1d_bytes);
 
 // Scratch for one chunk of up to `chunk` tokens: they go through the layers together, so every
 // projection is one matmul (one matvec for a single token). Every buffer starts on a cache line.

@@ -27,10 +27,17 @@ const json& figure_object(const std::string& path, const json& root, const char*
 Figure number_figure(const std::string& path, const json& root, const char* field) {
   const json& figure = figure_object(path, root, field);
   const json& value = figure.at("value");
-  if (!value.is_null() && !value.is_number())
-    fail_file(path, "field \"{}\": \"value\" must be a number or null (unknown)", field);
-  if (value.is_number() && value.get<double>() < 0) fail_file(path, "field \"{}\": \"value\" is negative", field);
-  return {value.is_null() ? std::nullopt : std::optional<double>(value.get<double>()), figure.at("source").get<std::string>()};
+  Figure out{std::nullopt, std::nullopt, figure.at("source").get<std::string>()};
+  const bool range = value.is_array() && value.size() == 2 && value[0].is_number() && value[1].is_number();
+  if (!value.is_null() && !value.is_number() && !range)
+    fail_file(path, "field \"{}\": \"value\" must be a number, a range [low, high] or null (unknown)", field);
+  if (value.is_number()) out.value = value.get<double>();
+  if (range) {
+    out.value = value[0].get<double>(), out.high = value[1].get<double>();
+    if (*out.high < *out.value) fail_file(path, "field \"{}\": the range [{}, {}] runs backwards", field, *out.value, *out.high);
+  }
+  if (out.value && *out.value < 0) fail_file(path, "field \"{}\": \"value\" is negative", field);
+  return out;
 }
 
 TextFigure text_figure(const std::string& path, const json& root, const char* field) {
@@ -79,6 +86,8 @@ const std::vector<std::pair<const char*, Figure HardwareProfile::*>>& profile_fi
   static const std::vector<std::pair<const char*, Figure P::*>> fields{
       {"base_clock_ghz", &P::base_clock_ghz},
       {"turbo_clock_ghz", &P::turbo_clock_ghz},
+      {"avx2_clock_ghz", &P::avx2_clock_ghz},
+      {"avx512_clock_ghz", &P::avx512_clock_ghz},
       {"fp32_flops_per_cycle_per_core", &P::fp32_flops_per_cycle},
       {"int8_ops_per_cycle_per_core", &P::int8_ops_per_cycle},
       {"q4_0_ops_per_cycle_per_core", &P::q4_0_ops_per_cycle},
@@ -88,11 +97,18 @@ const std::vector<std::pair<const char*, Figure HardwareProfile::*>>& profile_fi
       {"memory_bandwidth_measured_gbs_per_package", &P::memory_bandwidth_measured_gbs},
       {"memory_gib_per_package", &P::memory_per_package_gib},
       {"socket_link_gbs_per_package", &P::socket_link_gbs},
+      {"core_to_core_ns", &P::core_to_core_ns},
+      {"socket_to_socket_ns", &P::socket_to_socket_ns},
       {"tdp_watts_per_package", &P::tdp_watts},
       {"idle_watts_per_package", &P::idle_watts},
       {"price_usd_per_package", &P::price_usd},
       {"price_used_usd_per_package", &P::used_price_usd}};
   return fields;
+}
+
+std::string figure_text(const Figure& figure) {
+  if (!figure.value) return "unknown";
+  return figure.high ? fmt::format("{:g}-{:g}", *figure.value, *figure.high) : fmt::format("{:g}", *figure.value);
 }
 
 std::vector<std::pair<const char*, const Figure*>> profile_figures(const HardwareProfile& profile) {

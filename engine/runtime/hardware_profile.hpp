@@ -11,11 +11,17 @@
 
 namespace cpullm {
 
-// A number from a profile and where it comes from.
+// A number from a profile and where it comes from: one value, or a range where the sources give
+// no single figure ("value": [low, high] in the file).
 struct Figure {
-  std::optional<double> value;  // nullopt: unknown (not measured, not published)
+  std::optional<double> value;  // the value, or the range's low end; nullopt: unknown (not measured, not published)
+  std::optional<double> high;   // the range's high end; nullopt: a single value
   std::string source;           // the datasheet, measurement or reference; or why it is unknown
+  double upper() const { return high.value_or(*value); }  // of a known figure: the value, or the range's high end
 };
+
+// "2.6", "2.2-2.6" or "unknown".
+std::string figure_text(const Figure& figure);
 
 // A text fact from a profile and where it comes from.
 struct TextFigure {
@@ -44,6 +50,8 @@ struct HardwareProfile {
   TextFigure caches;        // L1d, L2, L3 sizes in words ("detect" for host)
   Figure base_clock_ghz;    // all-core base clock
   Figure turbo_clock_ghz;   // maximum single-core turbo
+  Figure avx2_clock_ghz;    // sustained all-core clock running AVX2 (a range where no table is published)
+  Figure avx512_clock_ghz;  // the same under AVX-512; unknown where the CPU has none
   Figure fp32_flops_per_cycle;  // per core: the FP32 compute roof is cores x clock x this
   Figure int8_ops_per_cycle;    // per core: the int8 dot-product roof (Q8_0, INT8 weights)
   Figure q4_0_ops_per_cycle;    // per core: the same for Q4_0, whose AVX2 tile skips sign and madd
@@ -53,6 +61,8 @@ struct HardwareProfile {
   Figure memory_bandwidth_measured_gbs;  // per package, GB/s: measured (STREAM-like read), where known
   Figure memory_per_package_gib;  // installed memory per package
   Figure socket_link_gbs;   // per package, GB/s each way to the other packages (QPI/UPI/xGMI)
+  Figure core_to_core_ns;   // a cache line from one core to another of the same package, ns
+  Figure socket_to_socket_ns;  // the same between cores of different packages (the farthest pair), ns
   Figure tdp_watts;         // per package
   Figure idle_watts;        // per package
   Figure price_usd;         // per package (one CPU), new

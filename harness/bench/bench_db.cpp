@@ -49,6 +49,8 @@ ResultRecord result_record(const Record& r, const std::string& test) {
   out.stddev_ns = number_or_none<double>(r, "stddev_ns");
   out.avg_ts = number_or_none<double>(r, "avg_ts");
   out.stddev_ts = number_or_none<double>(r, "stddev_ts");
+  out.gen_ts = number_or_none<double>(r, "gen_ts");
+  out.prompt_ts = number_or_none<double>(r, "prompt_ts");
   out.ttft_ms = number_or_none<double>(r, "ttft_ms");
   out.tpot_ms = number_or_none<double>(r, "tpot_ms");
   out.itl_p50_ms = number_or_none<double>(r, "itl_p50_ms");
@@ -84,9 +86,8 @@ ResultRecord point_result_record(const Record& r, const PointMeasurement& m, con
   Record metrics = Record::parse(out.metrics_json);
   if (m.energy_j.empty()) {
     metrics["energy_unavailable"] = m.energy_unavailable;
-  } else {
-    const double tokens = r["n_seq"].get<double>() * (r["n_prompt"].get<double>() + r["n_gen"].get<double>());
-    metrics["energy_j_per_token"] = *out.energy_j / tokens;
+  } else if (r["n_gen"].get<double>() > 0) {  // per generated token, as the TCO's throughput counts them
+    metrics["energy_j_per_generated_token"] = *out.energy_j / (r["n_seq"].get<double>() * r["n_gen"].get<double>());
   }
   if (m.profile) {
     const PointProfile& p = *m.profile;

@@ -91,6 +91,13 @@ void add_roof_pairs(Record& r, const std::optional<RoofPairs>& pairs) {
   r["paired_roof_share_p50"] = value_or_null(paired, median_share);
 }
 
+// The mean over repetitions of `tokens` over each one's time (ms).
+double mean_rate(double tokens, const std::vector<double>& times_ms) {
+  std::vector<double> rates;
+  for (double ms : times_ms) rates.push_back(tokens / (ms / 1e3));
+  return mean(rates);
+}
+
 }  // namespace
 
 Record point_record(const BenchPoint& p, const PointMeasurement& m, const HostInfo& host) {
@@ -102,6 +109,11 @@ Record point_record(const BenchPoint& p, const PointMeasurement& m, const HostIn
   r["stddev_ts"] = stddev(m.samples_ts);
   r["samples_ns"] = m.samples_ns;
   r["samples_ts"] = m.samples_ts;
+  // avg_ts counts prompt and generated tokens, as llama-bench's; these two keep them apart.
+  std::vector<double> total_ms;
+  for (double ns : m.samples_ns) total_ms.push_back(ns / 1e6);
+  r["gen_ts"] = value_or_null(p.n_gen > 0, mean_rate(static_cast<double>(p.n_seq * p.n_gen), total_ms));
+  r["prompt_ts"] = value_or_null(p.n_prompt > 0, mean_rate(static_cast<double>(p.n_seq * p.n_prompt), m.ttft_ms));
   add_dimensions(r, p, m.machine, m.model, p.test_name(), p.case_name());
   r["cold"] = p.cold;
   r["inject_delay_ms"] = p.inject_delay_ms;
@@ -135,6 +147,7 @@ Record load_record(const BenchPoint& p, const RunReport& machine, const ModelFac
   r["forward_calls"] = run.forward_calls;
   r["max_batch_tokens"] = run.max_batch_tokens;
   r["avg_ts"] = run.generated_tokens / (run.wall_ms / 1e3);
+  r["gen_ts"] = r["avg_ts"];  // a load run's rate counts generated tokens only
   r["achieved_rps"] = s.requests / (run.wall_ms / 1e3);
   add_percentiles(r, "ttft", latencies.ttft_ms);
   add_percentiles(r, "tpot", latencies.tpot_ms);

@@ -76,6 +76,7 @@ const ResultColumn columns_of_results[] = {
     {"itl_p90_ms", &ResultRecord::itl_p90_ms}, {"itl_p99_ms", &ResultRecord::itl_p99_ms},
     {"peak_rss_bytes", &ResultRecord::peak_rss_bytes}, {"energy_j", &ResultRecord::energy_j},
     {"metrics_json", &ResultRecord::metrics_json}, {"test_time", &ResultRecord::test_time},
+    {"gen_ts", &ResultRecord::gen_ts},         {"prompt_ts", &ResultRecord::prompt_ts},
 };
 
 std::string result_column_list() {

@@ -52,6 +52,7 @@ struct ResultRecord {
   std::optional<int64_t> n_threads, n_batch, n_seq, n_prompt, n_gen, prefetch;
   std::string config_json = "{}";        // every option of the point, long names, as a JSON object
   std::optional<double> avg_ns, stddev_ns, avg_ts, stddev_ts;
+  std::optional<double> gen_ts, prompt_ts;  // generated tokens / the whole time; prompt tokens / the prefill's
   std::optional<double> ttft_ms, tpot_ms, itl_p50_ms, itl_p90_ms, itl_p99_ms;
   std::optional<int64_t> peak_rss_bytes;
   std::optional<double> energy_j;

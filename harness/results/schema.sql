@@ -73,3 +73,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS results_run_case ON results (run_id, case_name
 CREATE INDEX IF NOT EXISTS samples_result ON samples (result_id);
 CREATE INDEX IF NOT EXISTS regions_result ON regions (result_id);
 CREATE INDEX IF NOT EXISTS runs_unfinished ON runs (kind, finished_at);  -- not on command: PostgreSQL caps an index entry at ~2.7 kB
+
+-- migration 3: generated and prompt tokens per second apart. avg_ts counts both, as llama-bench's
+-- does; a serving throughput (the report's TCO) counts only the generated tokens.
+ALTER TABLE results ADD COLUMN gen_ts REAL;     -- n_seq x n_gen / the repetition's whole time (prefill included); NULL without generated tokens
+ALTER TABLE results ADD COLUMN prompt_ts REAL;  -- n_seq x n_prompt / the prefill's time; NULL without a prompt

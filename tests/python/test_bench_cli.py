@@ -71,6 +71,13 @@ def test_ranges_and_lists_run_every_combination(ctx):
     assert [(r["n_seq"], r["test"]) for r in records] == [(1, "tg2"), (1, "pp8+tg2"), (3, "tg2"), (3, "pp8+tg2")]
     # three sequences process three times the tokens of one in each repetition
     assert abs(records[3]["samples_ts"][0] * records[3]["samples_ns"][0] / 1e9 - 3 * 10) < 1e-6
+    # avg_ts counts prompt and generated tokens (llama-bench's); gen_ts only the generated ones over
+    # the whole repetition, prefill included, and prompt_ts the prompts over the prefill's time.
+    pg, tg = records[3], records[2]
+    assert abs(pg["gen_ts"] - 3 * 2 / (pg["samples_ns"][0] / 1e9)) < 1e-6 * pg["gen_ts"], pg
+    assert abs(pg["prompt_ts"] - 3 * 8 / (pg["ttft_ms"] / 1e3)) < 1e-6 * pg["prompt_ts"], pg
+    assert pg["gen_ts"] < pg["avg_ts"] / 4, "10 tokens a sequence counted, 2 generated"
+    assert tg["prompt_ts"] is None and abs(tg["gen_ts"] - tg["avg_ts"]) < 1e-6 * tg["avg_ts"], tg
 
 
 def test_llama_bench_numa_modes_map_onto_cpullm(ctx):
@@ -304,9 +311,9 @@ def test_energy_from_rapl_or_why_not(ctx):
     watts = result["energy_j"] / seconds
     assert 0.75 * 60 < watts < 1.25 * 60, (result["energy_j"], seconds)  # a wrap mishandled: off by the range, 50 J, or more
     assert printed["energy_j"] == result["energy_j"], (printed["energy_j"], result["energy_j"])
-    assert abs(metrics["energy_j_per_token"] - result["energy_j"] / 4) < 1e-9, metrics
+    assert abs(metrics["energy_j_per_generated_token"] - result["energy_j"] / 4) < 1e-9, metrics
     assert "energy_unavailable" not in metrics
-    measured = f"fake RAPL: {watts:.1f} W measured of 60 W, {metrics['energy_j_per_token']:.3f} J/token"
+    measured = f"fake RAPL: {watts:.1f} W measured of 60 W, {metrics['energy_j_per_generated_token']:.3f} J per generated token"
 
     # A tree without RAPL zones: NULL, and why.
     empty = os.path.join(ctx.workdir, "powercap-empty")

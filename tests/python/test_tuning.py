@@ -364,8 +364,15 @@ def test_roofline_against_hand_computed_numbers(ctx):
     assert roofline.decode_bytes(shape, "q8_0") == weights == 28372
     kv = 2 * 2 * 64 * 100 * 4  # K and V, 2 layers, kv dim 64, 100 positions, F32
     roofs = roofline.Roofs(bandwidth_gbs=1.0)
-    tps, bound = roofline.predict_decode(shape, "q8_0", roofs, batch=1, position=100)
+    tps, bound = roofline.predict_decode(shape, "q8_0", roofs, batch=1, position=100, kv_type="f32")
     assert abs(tps - 1e9 / (weights + kv)) < 1e-6 and bound == "memory bandwidth", (tps, bound)
+    # An F16 cache reads half the KV bytes (the KV type is an input, never a hidden F32).
+    tps, _ = roofline.predict_decode(shape, "q8_0", roofs, batch=1, position=100, kv_type="f16")
+    assert abs(tps - 1e9 / (weights + kv // 2)) < 1e-6, tps
+    # Each parallel loop of the step adds a fork/join: 100 loops of 10 us on top of the memory time.
+    slow_sync = roofline.Roofs(bandwidth_gbs=1.0, fork_join_s=10e-6)
+    tps, bound = roofline.predict_decode(shape, "q8_0", slow_sync, 1, 100, "f16", loops=100)
+    assert abs(tps - 1 / ((weights + kv // 2) / 1e9 + 100 * 10e-6)) < 1e-6 and bound == "fork/join (100 parallel loops a step)", bound
     # Prefill of 10 tokens at 1 GFLOP/s: 2 x (2 x (64x64 + 64x48) + 100x64) x 10 matrix FLOPs
     # + 2 x layers x dim x 10^2 attention FLOPs; memory: the file's bytes once at 1 GB/s.
     flops = 2 * (2 * (64 * 64 + 64 * 48) + 100 * 64) * 10 + 2 * 2 * 64 * 100
@@ -484,10 +491,14 @@ def test_numa_strategies_on_the_e5(ctx):
                 "first-touch": 32 / 0.75}     # link-bound: 3/4 of the bytes through node 0's 32 GB/s
     for strategy, gbs in expected.items():
         roofs = roofline.profile_roofs(e5, 4, 10, strategy, 0.75, 0.4)
-        tps, bound = roofline.predict_decode(shape, "f32", roofs, 1, 0)
+        tps, bound = roofline.predict_decode(shape, "f32", roofs, 1, 0, "f16")
         assert abs(tps - gbs) / gbs < 1e-3, (strategy, tps, gbs, bound)
-    # Compute roofs: 40 cores x 2.6 GHz x 0.4 x 32 FLOP/cycle (FP32), 32 ops/cycle (the signed int8 path
-    # of Q8_0: maddubs and madd share port 0) and 64 (Q4_0's nibbles skip the madd).
-    gemm = roofline.profile_roofs(e5, 4, 10, "shard", 0.75, 0.4).gemm_gflops
-    for fmt, per_cycle in {"f32": 32, "q8_0": 32, "int8-channel": 32, "q4_0": 64, "q4_0-r8": 64}.items():
-        assert abs(gemm[fmt] - 40 * 2.6 * per_cycle * 0.4) < 1e-9, (fmt, gemm[fmt])
+    # Compute roofs: 40 cores x the sustained AVX2 all-core clock, a range for the E5 v4 (2.2-2.6 GHz:
+    # base less Haswell-EP's AVX offset, to base; never the base alone) x 0.4 x 32 FLOP/cycle (FP32),
+    # 32 ops/cycle (the signed int8 path of Q8_0: maddubs and madd share port 0) and 64 (Q4_0's
+    # nibbles skip the madd).
+    assert roofline.clock_field(e5) == "avx2_clock_ghz" and e5["avx2_clock_ghz"]["value"] == [2.2, 2.6]
+    for corner, clock in (("low", 2.2), ("mid", 2.4), ("high", 2.6)):
+        gemm = roofline.profile_roofs(e5, 4, 10, "shard", 0.75, 0.4, corner).gemm_gflops
+        for fmt, per_cycle in {"f32": 32, "q8_0": 32, "int8-channel": 32, "q4_0": 64, "q4_0-r8": 64}.items():
+            assert abs(gemm[fmt] - 40 * clock * per_cycle * 0.4) < 1e-9, (corner, fmt, gemm[fmt])

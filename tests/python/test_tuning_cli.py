@@ -52,8 +52,9 @@ def write_sparse_llama_q8_0(path, dim=4096, ffn=11008, layers=32, heads=32):
     u32 = {"llama.block_count": layers, "llama.embedding_length": dim, "llama.feed_forward_length": ffn,
            "llama.attention.head_count": heads, "llama.attention.head_count_kv": heads,
            "llama.context_length": 4096, "llama.rope.dimension_count": dim // heads, "llama.vocab_size": vocab}
-    header = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(u32) + 1)
+    header = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(u32) + 2)
     header += gguf_string("general.architecture") + struct.pack("<I", 8) + gguf_string("llama")
+    header += gguf_string("llama.attention.layer_norm_rms_epsilon") + struct.pack("<If", 6, 1e-5)  # type F32
     for key, value in u32.items():
         header += gguf_string(key) + struct.pack("<II", 4, value)
     offset = 0

@@ -267,7 +267,7 @@ TEST(BenchDb, RecordBecomesAResultWithSamples) {
 }
 
 // A point with its instrumented repetition: every region that ran becomes a row with its
-// counters and the unavailable ones' reasons; energy per token, or why there is none.
+// counters and the unavailable ones' reasons; energy per generated token, or why there is none.
 TEST(BenchDb, MeasuredPointGetsRegionsAndEnergy) {
   Record r = sample_record(10);
   r["case_name"] = "pp8+tg4/t2";
@@ -302,7 +302,7 @@ TEST(BenchDb, MeasuredPointGetsRegionsAndEnergy) {
   EXPECT_EQ(result.regions[1].name, "sampling");
   EXPECT_FALSE(nlohmann::json::parse(result.regions[1].counters_json).contains("shared_calls"));
   const auto metrics = nlohmann::json::parse(result.metrics_json);
-  EXPECT_DOUBLE_EQ(metrics["energy_j_per_token"].get<double>(), 6.0 / (2 * 12));
+  EXPECT_DOUBLE_EQ(metrics["energy_j_per_generated_token"].get<double>(), 6.0 / (2 * 4));  // generated tokens only
   EXPECT_DOUBLE_EQ(metrics["profile_seconds"].get<double>(), 0.5);
   EXPECT_DOUBLE_EQ(metrics["roof_flops_per_s"].get<double>(), 1e11);
   EXPECT_EQ(*result.avg_ts, 10);  // the summary is the record's (the timed repetitions'), untouched

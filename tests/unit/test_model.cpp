@@ -13,6 +13,7 @@
 
 #include "engine/kernels/isa.hpp"
 #include "engine/kernels/matmul.hpp"
+#include "engine/kernels/parallel.hpp"
 #include "engine/model/kv_cache.hpp"
 #include "engine/model/model.hpp"
 #include "engine/sampling/sampler.hpp"
@@ -104,6 +105,31 @@ TEST_F(SyntheticModel, DeterministicAcrossRunsAndThreadCounts) {
   EXPECT_EQ(single, odd);
   // Re-running a prompt from position 0 overwrites the cache: same logits again.
   EXPECT_EQ(logits_after(two, tokens), parallel);
+}
+
+// decode_step_parallel_loops, the count tuning/roofline.py's per-step overhead multiplies by a
+// fork/join's cost, against the loops real decode steps hand their threads: one sequence (rows
+// streamed, element-wise work on the calling thread), 3 (still streamed), 8 and 16 (the
+// element-wise rows split over the threads; at 16 the BF16 matrices go through the GEMM).
+TEST_F(SyntheticModel, DecodeStepParallelLoopsCountsTheStepsLoops) {
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(2);
+  for (int32_t sequences : {1, 3, 8, 16}) {
+    Model model(path_, ModelOptions{.context = 8, .sequences = sequences});
+    const LlamaConfig& c = model.config();
+    const std::vector<LlamaTensor> tensors = llama_tensors(
+        {c.n_layers, c.dim, c.ffn_dim, c.kv_dim(), c.vocab_size, model.file().find_tensor("output.weight") == nullptr});
+    std::vector<GgmlType> types;
+    for (const LlamaTensor& t : tensors) types.push_back(model.file().require_tensor(t.name).type);
+    std::vector<BatchToken> step;
+    for (int32_t s = 0; s < sequences; ++s) step.push_back({.token = 7 * s + 1, .sequence = s, .position = 0, .want_logits = true});
+    const uint64_t before = parallel_loops_dispatched.load();
+    model.forward(step);
+    EXPECT_EQ(parallel_loops_dispatched.load() - before,
+              static_cast<uint64_t>(decode_step_parallel_loops(tensors, types, sequences, default_kernels().caches.l1d_bytes)))
+        << sequences << " sequences";
+  }
+  omp_set_num_threads(threads);
 }
 
 TEST_F(SyntheticModel, RefusesPositionsAndTokensOutOfRange) {
