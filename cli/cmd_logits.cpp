@@ -20,6 +20,7 @@ struct LogitsOptions {
 void run_logits(LogitsOptions o) {
   // Tokenize first so the KV cache is sized to the prompt (the second mapping shares pages).
   const std::vector<int32_t> prompt = Tokenizer::from_gguf(GgufFile(o.run.model)).encode(o.prompt, true);
+  if (prompt.empty()) fail("{}: the prompt is empty and the vocabulary adds no BOS token: give one with -p", o.run.model);
   o.run.context = static_cast<int64_t>(prompt.size());
   Session session(o.run);
   std::fprintf(stderr, "cpullm: run: %s\n", session.describe().c_str());
