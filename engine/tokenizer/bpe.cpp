@@ -132,10 +132,10 @@ BpeMerges read_bpe_merges(const GgufFile& file, const Vocabulary& vocab) {
     if (space == std::string_view::npos || space + 1 == merge.size())
       fail_file(file.path(), "tokenizer.ggml.merges[{}] '{}' is not two pieces separated by a space", i, merge);
     const std::string_view left = merge.substr(0, space), right = merge.substr(space + 1);
+    const uint64_t pair = pair_key(token(left, i, merge), token(right, i, merge));
     joined.assign(left).append(right);
-    const int32_t merged = token(joined, i, merge);
     // A pair listed twice keeps its first, lower, rank.
-    by_pair.emplace(pair_key(token(left, i, merge), token(right, i, merge)), BpeMerge{static_cast<int32_t>(i), merged});
+    by_pair.emplace(pair, BpeMerge{static_cast<int32_t>(i), token(joined, i, merge)});
   }
   return by_pair;
 }

@@ -113,6 +113,16 @@ TEST_F(SyntheticTokenizer, EmptyTextIsBosAlone) {
   EXPECT_TRUE(tokenizer_->encode("", false).empty());
 }
 
+// With parse_special, "<s>" and "</s>" in the text are BOS and EOS, and SentencePiece's space
+// comes before text that follows one, as at the start; without it they are text.
+TEST_F(SyntheticTokenizer, ParsesControlTokensOnlyWhenAsked) {
+  const int32_t space_the = tokenizer_->encode("the", false).at(0);
+  EXPECT_EQ(tokenizer_->encode("<s>the</s>the", false, true), (std::vector<int32_t>{1, space_the, 2, space_the}));
+  const std::vector<int32_t> plain = tokenizer_->encode("<s>the</s>the", false);
+  EXPECT_GT(plain.size(), 4u);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 1) + std::count(plain.begin(), plain.end(), 2), 0);
+}
+
 TEST_F(SyntheticTokenizer, MergesWordsAndFallsBackToBytes) {
   // "▁the" is a piece; "é" (0xC3 0xA9) is not, so it becomes two byte pieces <0xC3><0xA9>.
   std::vector<int32_t> tokens = tokenizer_->encode("the é", false);
