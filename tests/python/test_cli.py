@@ -25,8 +25,10 @@ def known_good_story(shared):
 
 
 def test_help_for_every_subcommand(ctx):
-    for command, flags in [("generate", ["--prompt", "--temp", "--top-k", "--top-p", "--seed", "--threads", "--ctx-size"]),
+    for command, flags in [("generate", ["--prompt", "--temp", "--top-k", "--top-p", "--seed", "--threads", "--ctx-size",
+                                         "--special"]),
                            ("logits", ["--output"]), ("info", ["--json"]),
+                           ("tokenize", ["--model", "--prompt", "--file", "--no-bos", "--special"]),
                            ("gen-model", ["--shape", "--layers", "--kv-heads", "--dtype", "--tied-output"]),
                            ("quantize", ["--type", "--keep", "q8_0", "q4_0", "bf16", "f16", "first", "last",
                                          "embeddings", "output"])]:
@@ -34,7 +36,7 @@ def test_help_for_every_subcommand(ctx):
         for flag in flags:
             assert flag in out, f"{command} --help lacks {flag}"
     top = run([ctx.cpullm, "--help"]).stdout
-    assert "gen-model" in top and "quantize" in top
+    assert "gen-model" in top and "quantize" in top and "tokenize" in top
 
 
 def test_small_synthetic_model(ctx):
