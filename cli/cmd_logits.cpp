@@ -39,7 +39,8 @@ void run_logits(LogitsOptions o) {
 
 void register_logits(CLI::App& app) {
   auto options = std::make_shared<LogitsOptions>();
-  CLI::App* command = app.add_subcommand("logits", "Write every position's logits for a prompt (BOS first) to .npy");
+  CLI::App* command = app.add_subcommand(
+      "logits", "Write every position's logits for a prompt (BOS first where the vocabulary adds one) to .npy");
   command->add_option("-m,--model", options->run.model, "GGUF model file")->required()->check(CLI::ExistingFile);
   command->add_option("-p,--prompt", options->prompt, "Prompt text");
   command->add_option("-o,--output", options->output_path, "Output .npy file")->required();
