@@ -19,6 +19,7 @@ struct GenerateOptions {
   std::string prompt;
   int n_predict = 128;
   bool ignore_eos = false;
+  bool special = false;  // control tokens' text in the prompt as those tokens
 };
 
 using Clock = std::chrono::steady_clock;
@@ -56,7 +57,8 @@ void run_generate(const GenerateOptions& o) {
   std::fprintf(stderr, "cpullm: memory plan: %s\n", model.memory_plan().describe().c_str());
   std::fprintf(stderr, "cpullm: run: %s\n", session.describe().c_str());
 
-  const std::vector<int32_t> prompt = tokenizer.encode(o.prompt, true);
+  const std::vector<int32_t> prompt = tokenizer.encode(o.prompt, true, o.special);
+  if (prompt.empty()) fail("{}: the prompt is empty and the vocabulary adds no BOS token: give one with -p", o.run.model);
   if (static_cast<int64_t>(prompt.size()) + o.n_predict > model.context())
     fail("the prompt ({} tokens) plus -n {} exceeds the context of {} positions; raise -c or lower -n", prompt.size(),
          o.n_predict, model.context());
@@ -85,7 +87,7 @@ void run_generate(const GenerateOptions& o) {
   loop.run_last = false;  // the last token is printed, never run
   loop.choose = [&](int64_t, int32_t s, std::span<const float> logits) {
     const int32_t next = session.sample(s, logits);
-    if (next == tokenizer.eos() && !o.ignore_eos) return DecodeLoop::stop;
+    if (tokenizer.ends_generation(next) && !o.ignore_eos) return DecodeLoop::stop;
     texts[s] += decoders[s].push(previous[s], next);
     previous[s] = next;
     return next;
@@ -135,7 +137,8 @@ void register_generate(CLI::App& app) {
   command->add_option("-m,--model", options->run.model, "GGUF model file (required)")->check(CLI::ExistingFile);
   command->add_option("-p,--prompt", options->prompt, "Prompt text (empty: start from BOS alone)");
   command->add_option("-n,--n-predict", options->n_predict, "Tokens to generate")->check(CLI::Range(0, 1 << 24));
-  command->add_flag("--ignore-eos", options->ignore_eos, "Keep generating past the end-of-sequence token");
+  command->add_flag("--ignore-eos", options->ignore_eos, "Keep generating past the tokens that end generation (EOS, EOT, ...)");
+  command->add_flag("--special", options->special, "Read control tokens in the prompt (<|eot_id|>, <|im_start|>) as those tokens");
   add_run_options(*command, options->run, kAllRunFlags);
   command->callback([options, command, config_file] {
     apply_config_file(*command, *config_file);

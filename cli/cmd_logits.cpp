@@ -20,6 +20,7 @@ struct LogitsOptions {
 void run_logits(LogitsOptions o) {
   // Tokenize first so the KV cache is sized to the prompt (the second mapping shares pages).
   const std::vector<int32_t> prompt = Tokenizer::from_gguf(GgufFile(o.run.model)).encode(o.prompt, true);
+  if (prompt.empty()) fail("{}: the prompt is empty and the vocabulary adds no BOS token: give one with -p", o.run.model);
   o.run.context = static_cast<int64_t>(prompt.size());
   Session session(o.run);
   std::fprintf(stderr, "cpullm: run: %s\n", session.describe().c_str());
@@ -38,7 +39,8 @@ void run_logits(LogitsOptions o) {
 
 void register_logits(CLI::App& app) {
   auto options = std::make_shared<LogitsOptions>();
-  CLI::App* command = app.add_subcommand("logits", "Write every position's logits for a prompt (BOS first) to .npy");
+  CLI::App* command = app.add_subcommand(
+      "logits", "Write every position's logits for a prompt (BOS first where the vocabulary adds one) to .npy");
   command->add_option("-m,--model", options->run.model, "GGUF model file")->required()->check(CLI::ExistingFile);
   command->add_option("-p,--prompt", options->prompt, "Prompt text");
   command->add_option("-o,--output", options->output_path, "Output .npy file")->required();

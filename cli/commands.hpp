@@ -7,6 +7,7 @@ namespace cpullm::cli {
 void register_generate(CLI::App& app);
 void register_logits(CLI::App& app);
 void register_info(CLI::App& app);
+void register_tokenize(CLI::App& app);
 void register_gen_model(CLI::App& app);
 void register_quantize(CLI::App& app);
 void register_eval_quant(CLI::App& app);

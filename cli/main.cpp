@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   cpullm::cli::register_generate(app);
   cpullm::cli::register_logits(app);
   cpullm::cli::register_info(app);
+  cpullm::cli::register_tokenize(app);
   cpullm::cli::register_gen_model(app);
   cpullm::cli::register_quantize(app);
   cpullm::cli::register_eval_quant(app);

@@ -43,18 +43,23 @@ def gguf_seeds(cpullm, out, shared):
 
 
 def tokenizer_seeds(out, shared):
-    """Each text twice: first byte 0 (stories260K, no BOS) and 3 (Llama-2, BOS)."""
+    """Each text once per vocabulary (the first byte's low bits, fuzz/tokenizer.cpp), with and
+    without BOS, and with special tokens parsed for the two BPE vocabularies."""
     texts = ["Hello world", " Hello  world\n", "Once upon a time, there was a little girl.", "\u00e9\u20ac\U0001f999",
-             "\xff\xfe invalid \xc3"]
-    fixture = shared / "ggml-vocab-llama-spm.gguf.inp" if shared else None
-    if fixture and fixture.exists():
-        texts += fixture.read_text(errors="surrogateescape").split("\n__ggml_vocab_test__\n")
+             "\xff\xfe invalid \xc3", "<|begin_of_text|>Hi<|eot_id|>", "<|im_start|>user\nHi<|im_end|>[PAD151650]",
+             "<s>text</s>", "It's 12345 o'clock!!\n\n  \t x"]
+    if shared:
+        for name in ["ggml-vocab-llama-spm.gguf.inp", "ggml-vocab-llama-bpe.gguf.inp"]:  # Qwen2's inputs are the same
+            if (shared / name).exists():
+                texts += (shared / name).read_text(errors="surrogateescape").split("\n__ggml_vocab_test__\n")
     texts += (ROOT / "suites/data/eval_stories.txt").read_text().splitlines()[:20]
     folder = out / "tokenizer"
+    firsts = {"stories": 0, "llama-bos": 1 | 4, "llama3-bos": 2 | 4, "qwen2": 3, "llama3-special": 2 | 8,
+              "qwen2-special": 3 | 8}
     for i, text in enumerate(texts):
         data = text.encode(errors="surrogateescape")
-        write(folder, f"text-{i}-stories", b"\x00" + data)
-        write(folder, f"text-{i}-llama", b"\x03" + data)
+        for name, first in firsts.items():
+            write(folder, f"text-{i}-{name}", bytes([first]) + data)
 
 
 def config_seeds(out):

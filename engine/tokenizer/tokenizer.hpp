@@ -1,43 +1,75 @@
-// SentencePiece-style tokenizer from a GGUF vocabulary (tokenizer.ggml.model = "llama"):
-// text is split into UTF-8 characters, then the adjacent pair whose concatenation is a piece
-// with the highest score is merged until no pair is a piece; characters that are no piece
-// fall back to byte pieces <0xXX>. This is llama.cpp's SPM algorithm.
+// Text to token ids and back, from a GGUF file's vocabulary. tokenizer.ggml.model picks the
+// algorithm: "llama" is SentencePiece-style BPE over pieces with scores (spm.hpp), "gpt2" is
+// byte-level BPE over merges with a pre-tokenizer (bpe.hpp, pretokenizer.hpp). Around either,
+// the Tokenizer does what both share: special tokens in the text, BOS, the tokens that end
+// generation, and each token's bytes for the decoder.
 #pragma once
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
+
+#include "engine/tokenizer/bpe.hpp"
+#include "engine/tokenizer/pretokenizer.hpp"
+#include "engine/tokenizer/vocabulary.hpp"
 
 namespace cpullm {
 
 class GgufFile;
 
-// tokenizer.ggml.token_type values.
-enum class TokenType : int32_t { Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6 };
+enum class TokenizerModel { spm, bpe };
 
 class Tokenizer {
  public:
   static Tokenizer from_gguf(const GgufFile& file);
+  // The piece index holds views into the pieces, so a Tokenizer moves but is never copied.
+  Tokenizer(Tokenizer&&) = default;
+  Tokenizer(const Tokenizer&) = delete;
 
-  // Token ids of `text`, with BOS first when add_bos. Empty text gives BOS alone (or nothing).
-  std::vector<int32_t> encode(std::string_view text, bool add_bos) const;
-  // The bytes a token stands for: U+2581 becomes a space, <0xXX> the byte, control tokens "".
+  // Token ids of `text`. add_special: BOS first where the vocabulary asks for it
+  // (tokenizer.ggml.add_bos_token, else the model's default). parse_special: the text of a control
+  // token (<|eot_id|>, <s>) becomes that token; otherwise it is plain text. User-defined tokens
+  // always become themselves. Byte-level BPE refuses text that is not UTF-8; SentencePiece gives
+  // such bytes their byte pieces. Empty text gives BOS alone, or nothing.
+  std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special = false) const;
+  // The bytes a token stands for; control and unused tokens stand for none.
   std::string token_bytes(int32_t token) const;
 
-  int32_t bos() const { return bos_; }
-  int32_t eos() const { return eos_; }
-  int32_t vocab_size() const { return static_cast<int32_t>(pieces_.size()); }
-  const std::string& piece(int32_t token) const { return pieces_.at(token); }
+  TokenizerModel model() const { return model_; }
+  int32_t bos() const { return bos_; }  // -1: the vocabulary has none
+  bool adds_bos() const { return add_bos_; }
+  // SentencePiece's space before the text, which the decoder drops after BOS.
+  bool adds_space_prefix() const { return add_space_prefix_; }
+  // The tokens generation stops at: EOS, EOT and EOM where the file names them, and the tokens
+  // that end a turn in the chat formats cpullm knows, found by their text.
+  const std::vector<int32_t>& end_of_generation() const { return end_of_generation_; }
+  bool ends_generation(int32_t token) const;
+  int32_t vocab_size() const { return static_cast<int32_t>(vocab_.pieces.size()); }
+  const std::string& piece(int32_t token) const { return vocab_.pieces.at(token); }
 
  private:
-  std::vector<std::string> pieces_;  // (vocab) piece text, with U+2581 for spaces
-  std::vector<float> scores_;        // (vocab) merge priority: higher merges first
-  std::vector<TokenType> types_;     // (vocab)
-  std::unordered_map<std::string_view, int32_t> piece_to_id_;
-  int32_t byte_tokens_[256];         // id of <0xXX> for each byte, -1 if absent
-  int32_t bos_ = 1, eos_ = 2, unk_ = 0;
-  bool add_space_prefix_ = true;
+  Tokenizer() = default;
+  // A run of the text: plain text for the model's algorithm, or one special token.
+  struct Fragment {
+    std::string_view text;  // empty for a special token
+    int32_t token;          // -1 for plain text
+  };
+  std::vector<Fragment> split_specials(std::string_view text, bool parse_special) const;
+  void encode_plain(std::string_view text, bool after_special, std::vector<int32_t>& out) const;
+
+  Vocabulary vocab_;
+  TokenizerModel model_ = TokenizerModel::spm;
+  std::optional<PreTokenizer> pre_;  // BPE only
+  BpeMerges merges_;                 // BPE only
+  int32_t bos_ = -1;
+  bool add_bos_ = false;
+  bool add_space_prefix_ = false;
+  std::vector<int32_t> end_of_generation_;  // sorted
+  // Control, user-defined and unknown tokens by their first byte, longest first: the text is
+  // searched for them before the model's algorithm sees it.
+  std::array<std::vector<int32_t>, 256> specials_;
 };
 
 // Turns a stream of token ids into valid UTF-8 text. Byte tokens can split a character across

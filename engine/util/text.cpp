@@ -5,12 +5,16 @@
 #include <fmt/format.h>
 
 namespace cpullm {
-namespace {
 
-constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+std::size_t utf8_lead_length(unsigned char lead) {
+  if (lead < 0x80) return 1;
+  if ((lead & 0xe0) == 0xc0) return 2;
+  if ((lead & 0xf0) == 0xe0) return 3;
+  if ((lead & 0xf8) == 0xf0) return 4;
+  return 1;
+}
 
-// The length of the valid UTF-8 sequence starting at text[i], or 0 where there is none.
-std::size_t sequence_length(std::string_view text, std::size_t i) {
+std::size_t utf8_sequence_length(std::string_view text, std::size_t i) {
   const auto byte = [&](std::size_t k) { return static_cast<uint8_t>(text[k]); };
   const uint8_t lead = byte(i);
   if (lead < 0x80) return 1;
@@ -27,13 +31,12 @@ std::size_t sequence_length(std::string_view text, std::size_t i) {
   return length;
 }
 
-}  // namespace
-
 std::string valid_utf8(std::string_view text) {
+  constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {
-    const std::size_t length = sequence_length(text, i);
+    const std::size_t length = utf8_sequence_length(text, i);
     if (length == 0) {
       out += kReplacement;
       ++i;

@@ -7,6 +7,13 @@
 
 namespace cpullm {
 
+// The length of the UTF-8 sequence a lead byte announces, by its high bits alone (1 for a byte
+// that leads none): how tokenizers cut text into characters, valid or not.
+std::size_t utf8_lead_length(unsigned char lead);
+
+// The length (1 to 4) of the valid UTF-8 sequence that starts at text[i], or 0 where none does.
+std::size_t utf8_sequence_length(std::string_view text, std::size_t i);
+
 // `text` with every byte that is not part of a valid UTF-8 sequence (overlong forms, surrogates
 // and code points past U+10FFFF included) replaced by U+FFFD.
 std::string valid_utf8(std::string_view text);

@@ -70,6 +70,7 @@ std::vector<QuantEvalResult> evaluate_quantization(const std::string& model_path
   }
 
   const Tokenizer tokenizer = Tokenizer::from_gguf(candidates.front().session->model().file());
+  if (tokenizer.bos() < 0) fail("{}: eval-quant starts each window with BOS, and the vocabulary has none", model_path);
   const std::vector<int32_t> text_tokens = tokenizer.encode(text, false);
   if (text_tokens.size() < 2) fail("eval-quant: the text gives {} tokens; at least 2 are needed", text_tokens.size());
 

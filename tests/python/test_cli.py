@@ -10,11 +10,12 @@ import json
 import math
 import os
 import re
+import struct
 import subprocess
 
 import pytest
 
-from cli_checks import expect_error, run
+from cli_checks import expect_error, run, write_tiny_model
 from gguf_reader import DECODED_TYPES, GGML_TYPES, GGUFFile, row_bytes  # the independent reader, written from the GGUF spec
 
 
@@ -25,8 +26,10 @@ def known_good_story(shared):
 
 
 def test_help_for_every_subcommand(ctx):
-    for command, flags in [("generate", ["--prompt", "--temp", "--top-k", "--top-p", "--seed", "--threads", "--ctx-size"]),
+    for command, flags in [("generate", ["--prompt", "--temp", "--top-k", "--top-p", "--seed", "--threads", "--ctx-size",
+                                         "--special"]),
                            ("logits", ["--output"]), ("info", ["--json"]),
+                           ("tokenize", ["--model", "--prompt", "--file", "--no-bos", "--special"]),
                            ("gen-model", ["--shape", "--layers", "--kv-heads", "--dtype", "--tied-output"]),
                            ("quantize", ["--type", "--keep", "q8_0", "q4_0", "bf16", "f16", "first", "last",
                                          "embeddings", "output"])]:
@@ -34,7 +37,7 @@ def test_help_for_every_subcommand(ctx):
         for flag in flags:
             assert flag in out, f"{command} --help lacks {flag}"
     top = run([ctx.cpullm, "--help"]).stdout
-    assert "gen-model" in top and "quantize" in top
+    assert "gen-model" in top and "quantize" in top and "tokenize" in top
 
 
 def test_small_synthetic_model(ctx):
@@ -62,6 +65,24 @@ def test_generate_prints_text_and_timing(ctx):
     for pattern in [r"prompt 5 tokens, [\d.]+ tokens/s", r"time to first token [\d.]+ ms",
                     r"generated 12 tokens, [\d.]+ tokens/s", r"2 threads"]:
         assert re.search(pattern, summary), f"{pattern!r} not in {summary!r}"
+
+
+def test_generate_stops_at_a_turn_ending_token(ctx):
+    """A model whose logits are all zero picks token 0 at temperature 0. Its piece, renamed from
+    <unk> to <EOT>, ends a turn by its text alone (the file's EOS stays 2): generate stops there,
+    and with --ignore-eos goes on."""
+    model = os.path.join(ctx.workdir, "eot.gguf")
+    write_tiny_model(ctx.cpullm, model)
+    g = GGUFFile(model)
+    ne, _, offset = g.tensors["output_norm.weight"]
+    data = bytearray(g.buf)
+    data[offset:offset + 4 * ne[0]] = bytes(4 * ne[0])  # F32 zeros: every logit is 0
+    at = data.index(struct.pack("<Q", 5) + b"<unk>")
+    data[at + 8:at + 13] = b"<EOT>"
+    open(model, "wb").write(bytes(data))
+    args = [ctx.cpullm, "generate", "-m", model, "-p", "once", "-n", "8", "--temp", "0"]
+    assert "generated 0 tokens" in run(args).stderr.strip().splitlines()[-1]
+    assert "generated 8 tokens" in run(args + ["--ignore-eos"]).stderr.strip().splitlines()[-1]
 
 
 def test_stories_greedy_text_through_the_cli(ctx):

@@ -96,6 +96,9 @@ def ctx(ctx):
     ctx.bad_tensor_name = patched(ctx.tiny, os.path.join(ctx.workdir, "bad-tensor-name.gguf"),
                                   [(struct.pack("<Q", 13) + b"output.weight",
                                     struct.pack("<Q", 13) + b"outp\xff\xfe\x1bweight")])
+    # A model whose vocabulary cannot be found: its tokenizer.ggml.model key renamed.
+    ctx.no_vocabulary = patched(ctx.tiny, os.path.join(ctx.workdir, "no-vocabulary.gguf"),
+                                [(b"tokenizer.ggml.model", b"tokenizer.ggml.MODEL")])
     ctx.bad_path = os.path.join(os.fsencode(ctx.workdir), b"model-\xff\xfe.gguf")
     with open(ctx.bad_path, "wb") as f:
         f.write(open(ctx.bad_text, "rb").read())
@@ -345,6 +348,11 @@ def bad_invocations(ctx):
         # info
         ["info"], ["info", missing], ["info", plain], ["info", folder], ["info", fifo], ["info", m, "--bogus"],
         ["info", m, m], ["info", "--json"],
+        # tokenize
+        ["tokenize"], ["tokenize", "-p", "x"], ["tokenize", "-m", missing, "-p", "x"], ["tokenize", "-m", fifo, "-p", "x"],
+        ["tokenize", "-m", plain, "-p", "x"], ["tokenize", "-m", ctx.no_vocabulary, "-p", "x"], ["tokenize", "-m", m],
+        ["tokenize", "-m", m, "-p", "x", "-f", plain], ["tokenize", "-m", m, "-f", missing], ["tokenize", "-m", m, "-f", fifo],
+        ["tokenize", "-m", m, "-f", folder], ["tokenize", "-m", m, "-p", "x", "--bogus"],
         # gen-model
         ["gen-model"], ["gen-model", "--shape", "gpt-9", "-o", "x"], ["gen-model", "--shape", "custom", "-o", "x"],
         ["gen-model", "--shape", "custom", "--dim", "64", "-o", os.path.join(w, "x")],

@@ -1,8 +1,12 @@
-// Tokenizer: llama.cpp's Llama-2 fixtures, byte fallback, BOS handling, and the streaming
-// decoder's treatment of split and invalid UTF-8.
+// Tokenizer: llama.cpp's fixtures (SentencePiece and byte-level BPE) encoded and decoded back;
+// SentencePiece's byte fallback and BOS handling, and the streaming decoder's treatment of split
+// and invalid UTF-8. What is particular to byte-level BPE is in test_bpe.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <sstream>
 
 #include "engine/format/gguf.hpp"
@@ -31,38 +35,63 @@ std::vector<std::string> split(const std::string& text, const std::string& separ
   return parts;
 }
 
-TEST(Tokenizer, MatchesLlamaCppFixtures) {
-  auto vocab_path = test::shared_model("ggml-vocab-llama-spm.gguf");
-  if (!vocab_path) GTEST_SKIP() << "../shared/models/ggml-vocab-llama-spm.gguf not found";
-  const Tokenizer tokenizer = Tokenizer::from_gguf(GgufFile(*vocab_path));
-  // Inputs are separated by a line __ggml_vocab_test__; outputs are one line of ids per case.
-  std::vector<std::string> inputs = split(read_text(*vocab_path + ".inp"), "\n__ggml_vocab_test__\n");
-  if (!inputs.empty() && inputs.back().empty()) inputs.pop_back();
-  std::vector<std::string> outputs = split(read_text(*vocab_path + ".out"), "\n");
+// llama.cpp's tokenizer fixtures: 46 texts and the ids Hugging Face's tokenizers give them, without
+// BOS and without special tokens parsed. One vocabulary each: Llama 2's SentencePiece, Llama 3's
+// and Qwen2's byte-level BPE.
+class LlamaCppFixture : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    path_ = test::shared_model(GetParam());
+    if (!path_) GTEST_SKIP() << "../shared/models/" << GetParam() << " not found";
+    file_ = std::make_unique<GgufFile>(*path_);
+    tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(*file_));
+    // Inputs are separated by a line __ggml_vocab_test__; outputs are one line of ids per case.
+    inputs_ = split(read_text(*path_ + ".inp"), "\n__ggml_vocab_test__\n");
+    if (!inputs_.empty() && inputs_.back().empty()) inputs_.pop_back();
+  }
+  std::optional<std::string> path_;
+  std::unique_ptr<GgufFile> file_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::vector<std::string> inputs_;
+};
+
+TEST_P(LlamaCppFixture, EncodesEveryCase) {
+  std::vector<std::string> outputs = split(read_text(*path_ + ".out"), "\n");
   if (!outputs.empty() && outputs.back().empty()) outputs.pop_back();
-  ASSERT_EQ(inputs.size(), 46u);
-  ASSERT_EQ(outputs.size(), inputs.size());
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
+  ASSERT_EQ(inputs_.size(), 46u);
+  ASSERT_EQ(outputs.size(), inputs_.size());
+  for (std::size_t i = 0; i < inputs_.size(); ++i) {
     std::vector<int32_t> expected;
     std::istringstream ids(outputs[i]);
     for (int32_t id; ids >> id;) expected.push_back(id);
-    EXPECT_EQ(tokenizer.encode(inputs[i], false), expected) << "case " << i << ": '" << inputs[i] << "'";
+    EXPECT_EQ(tokenizer_->encode(inputs_[i], false), expected) << "case " << i << ": '" << inputs_[i] << "'";
   }
 }
 
-TEST(Tokenizer, LlamaVocabularyRoundTrips) {
-  auto vocab_path = test::shared_model("ggml-vocab-llama-spm.gguf");
-  if (!vocab_path) GTEST_SKIP() << "../shared/models/ggml-vocab-llama-spm.gguf not found";
-  const Tokenizer tokenizer = Tokenizer::from_gguf(GgufFile(*vocab_path));
-  for (std::string text : {"Hello world", "  two spaces", "Äpfel und 🦙 llamas\n\ttabs", "日本語のテキスト"}) {
-    TextDecoder decoder(tokenizer);
-    std::vector<int32_t> tokens = tokenizer.encode(text, true);
+// Each case, with BOS where the vocabulary adds one, decodes to the text it came from, as
+// generate decodes: token by token, each with the one before.
+TEST_P(LlamaCppFixture, DecodesWhatItEncodes) {
+  std::vector<std::string> texts = inputs_;
+  texts.insert(texts.end(), {"Hello world", "  two spaces", "Äpfel und 🦙 llamas\n\ttabs", "日本語のテキスト"});
+  for (const std::string& text : texts) {
+    TextDecoder decoder(*tokenizer_);
     std::string decoded;
-    for (std::size_t i = 1; i < tokens.size(); ++i) decoded += decoder.push(tokens[i - 1], tokens[i]);
-    decoded += decoder.finish();
-    EXPECT_EQ(decoded, text);
+    int32_t previous = -1;
+    for (int32_t token : tokenizer_->encode(text, true)) {
+      decoded += decoder.push(previous, token);
+      previous = token;
+    }
+    EXPECT_EQ(decoded + decoder.finish(), text);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Vocabularies, LlamaCppFixture,
+                         ::testing::Values("ggml-vocab-llama-spm.gguf", "ggml-vocab-llama-bpe.gguf", "ggml-vocab-qwen2.gguf"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param.substr(11, info.param.size() - 16);  // ggml-vocab-NAME.gguf
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 class SyntheticTokenizer : public ::testing::Test {
  protected:
@@ -82,6 +111,16 @@ class SyntheticTokenizer : public ::testing::Test {
 TEST_F(SyntheticTokenizer, EmptyTextIsBosAlone) {
   EXPECT_EQ(tokenizer_->encode("", true), std::vector<int32_t>{1});
   EXPECT_TRUE(tokenizer_->encode("", false).empty());
+}
+
+// With parse_special, "<s>" and "</s>" in the text are BOS and EOS, and SentencePiece's space
+// comes before text that follows one, as at the start; without it they are text.
+TEST_F(SyntheticTokenizer, ParsesControlTokensOnlyWhenAsked) {
+  const int32_t space_the = tokenizer_->encode("the", false).at(0);
+  EXPECT_EQ(tokenizer_->encode("<s>the</s>the", false, true), (std::vector<int32_t>{1, space_the, 2, space_the}));
+  const std::vector<int32_t> plain = tokenizer_->encode("<s>the</s>the", false);
+  EXPECT_GT(plain.size(), 4u);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 1) + std::count(plain.begin(), plain.end(), 2), 0);
 }
 
 TEST_F(SyntheticTokenizer, MergesWordsAndFallsBackToBytes) {
