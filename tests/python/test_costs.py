@@ -16,7 +16,7 @@ import pytest
 from db_builder import Runs
 from reports import gpu_data, inputs, predict, tco
 from reports.serving import generated_rate
-from tuning import registry, roofline
+from tuning import measure, registry, roofline
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.join(HERE, "..", "..")
@@ -261,7 +261,7 @@ def test_per_step_overhead_of_small_models(ctx):
     e5 = predict.load_profile("e5-4627v4")
     roofs = roofline.profile_roofs(e5, 4, 10, "shard", 0.6, 0.5, "mid")
     assert roofs.fork_join_s == pytest.approx(roofline.fork_join_seconds(10, 4, 60, 210))
-    shape = roofline.costs_shape(costs)
+    shape = roofline.model_shape(measure.model_info(ctx.cpullm, model), ctx.cpullm)
     tps, bound = roofline.predict_decode(shape, "f32", roofs, 1, 256, "f16", loops=26)
     memory = (roofline.decode_bytes(shape, "f32") + roofline.kv_bytes(shape, 256, "f16")) / (roofs.bandwidth_gbs * 1e9)
     assert tps == pytest.approx(1 / (memory + 26 * roofs.fork_join_s)) and bound.startswith("fork/join")
