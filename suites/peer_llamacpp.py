@@ -34,11 +34,13 @@ def models(args):
     """{(shape, type, quantizer): path}, written once into args.models."""
     os.makedirs(args.models, exist_ok=True)
     out = {}
-    for shape, flags in SHAPES.items():
+    for shape in args.shapes:
+        flags = SHAPES[shape]
         source = os.path.join(args.models, f"{shape}-f16.gguf")
         if not os.path.exists(source):
             run([args.cpullm, "gen-model", *flags, "--dtype", "f16", "-o", source])
-        for ours, theirs in TYPES.items():
+        for ours in args.types:
+            theirs = TYPES[ours]
             for quantizer in ("cpullm", "llama.cpp"):
                 path = os.path.join(args.models, f"{shape}-{ours}-by-{quantizer}.gguf")
                 if not os.path.exists(path):
@@ -68,6 +70,8 @@ def main():
     p.add_argument("--cpullm", default=os.path.join(HERE, "..", "build", "cpullm"))
     p.add_argument("--models", default=os.path.join(HERE, "..", "build", "peer-models"))
     p.add_argument("--rounds", type=int, default=3, help="0: only write the models")
+    p.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=list(SHAPES))
+    p.add_argument("--types", nargs="+", choices=list(TYPES), default=list(TYPES))
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--prompt", type=int, default=512)
     p.add_argument("--gen", type=int, default=128)

@@ -367,7 +367,7 @@ def bad_invocations(ctx):
         ["gen-model", "--layers", "x", "-o", os.path.join(w, "x")],
         # quantize
         ["quantize"], ["quantize", m], ["quantize", m, os.path.join(w, "q.gguf")],
-        ["quantize", m, os.path.join(w, "q.gguf"), "--type", "q5_k"], ["quantize", missing, os.path.join(w, "q.gguf"), "--type", "q8_0"],
+        ["quantize", m, os.path.join(w, "q.gguf"), "--type", "q7_k"], ["quantize", missing, os.path.join(w, "q.gguf"), "--type", "q8_0"],
         ["quantize", m, m, "--type", "q8_0"], ["quantize", m, os.path.join(under_file, "q.gguf"), "--type", "q8_0"],
         ["quantize", m, os.path.join(w, "q.gguf"), "--type", "q8_0", "--keep", "blk.*.nothing"],
         ["quantize", m, os.path.join(w, "q.gguf"), "--type", "f16", "--sparsity-pattern", "9:4"],

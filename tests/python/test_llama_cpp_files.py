@@ -48,7 +48,7 @@ def test_eval_quant_scores_every_file_type(ctx):
     source = kquants(ctx, "kq-f32")
     formats = ",".join(FILES.values())
     scores = json.loads(run([ctx.cpullm, "eval-quant", "-m", source, "--formats", formats, "--window", "32", "-t", "2",
-                             "--json"]).stdout)
+                             "--json"], timeout=540).stdout)  # nine quantizations and scorings: slow on busy cores
     by_format = {s["format"]: s for s in scores}
     assert set(by_format) == {"source", *FILES.values()}
     # Random weights: the figures say only that each file type was scored, and that more bits
