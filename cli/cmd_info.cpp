@@ -1,6 +1,8 @@
 // cpullm info: what a GGUF file holds: metadata, tensors and totals, as text or JSON; with
 // --formats the format registry, with --costs the model's LLaMA tensors and what each op of a
 // decoded token costs (FLOPs and bytes). tuning/ and reports/ read these instead of restating them.
+#include <fmt/ranges.h>
+
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -23,7 +25,7 @@ struct InfoOptions {
   bool json = false;
   bool formats = false;    // the format registry instead of a file
   bool costs = false;      // the LLaMA tensors and a decoded token's cost per op
-  std::string shape;       // --costs without a file: a named shape (tinyllama-1.1b, llama-7b, llama-13b)
+  std::string shape;       // --costs without a file: a named shape (shape_names())
   std::string dtype = "f16";  // its matrices' format
   int64_t position = 0;    // --costs: positions cached before the token
 };
@@ -85,7 +87,7 @@ void run_costs(const InfoOptions& o) {
     }
   } else {
     const std::optional<SyntheticShape> s = named_shape(o.shape);
-    if (!s) fail("--shape: unknown shape '{}' (tinyllama-1.1b, llama-7b, llama-13b)", o.shape);
+    if (!s) fail("--shape: unknown shape '{}' ({})", o.shape, fmt::join(shape_names(), ", "));
     const WeightFormat& format = weight_format_named(o.dtype, "--dtype: unknown format");
     const int64_t head_dim = s->dim / s->n_heads;
     dims = {s->n_layers, s->dim, s->ffn_dim, head_dim * s->n_kv_heads, s->vocab_size, false};
@@ -217,7 +219,7 @@ void register_info(CLI::App& app) {
   CLI::Option* costs = command->add_flag("--costs", options->costs,
                                          "The model's LLaMA tensors and each op's FLOPs and bytes for one decoded token");
   CLI::Option* shape = command->add_option("--shape", options->shape,
-                                           "--costs without a file: a LLaMA shape (tinyllama-1.1b, llama-7b, llama-13b)");
+                                           fmt::format("--costs without a file: a named shape ({})", fmt::join(shape_names(), ", ")));
   command->add_option("--dtype", options->dtype, "--costs --shape: the matrices' format (default f16)")->needs(shape);
   command->add_option("--position", options->position, "--costs: positions cached before the token (default 0)")
       ->check(CLI::NonNegativeNumber);

@@ -47,8 +47,9 @@ std::vector<bool> resolve_keep(const GgufFile& file, const std::vector<std::stri
     if (item == "embeddings") pattern = "token_embd.weight";
     if (item == "output") pattern = "output.weight";
     if (item == "last") {
-      const uint64_t blocks = file.require_uint("llama.block_count");
-      if (blocks == 0) fail_file(file.path(), "--keep last: llama.block_count is 0");
+      const std::string key = fmt::format("{}.block_count", file.require_string("general.architecture"));
+      const uint64_t blocks = file.require_uint(key);
+      if (blocks == 0) fail_file(file.path(), "--keep last: {} is 0", key);
       pattern = fmt::format("blk.{}.*", blocks - 1);
     }
     bool matched = false;
