@@ -100,6 +100,13 @@ ModelWeights map_weights(const GgufFile& file, LlamaConfig& config) {
     layer.w_down = matrix(file, name("ffn_down"), dim, ffn);
     w.layers.push_back(layer);
   }
+  // Other biases (the output projection's, the feed-forward's) would be left out of the sums
+  // without a word: refused by name instead.
+  for (const GgufTensorInfo& t : file.tensors())
+    if (t.name.ends_with(".bias") && !t.name.ends_with(".attn_q.bias") && !t.name.ends_with(".attn_k.bias") &&
+        !t.name.ends_with(".attn_v.bias"))
+      fail_file(file.path(), "tensor '{}' is a bias cpullm does not add (it adds those of attn_q, attn_k and attn_v)",
+                t.name);
   w.output_norm = norm(file, "output_norm.weight", dim);
   w.tied_output = file.find_tensor("output.weight") == nullptr;
   w.output = w.tied_output ? w.token_embedding : matrix(file, "output.weight", config.vocab_size, dim);

@@ -38,7 +38,8 @@ std::vector<const WeightMatrix*> projection_matrices(const ModelWeights& weights
 
 // Finds every tensor under llama.cpp's names, checks its shape against the config and that a
 // kernel can run its type. q/k/v biases are read where present (llama.cpp reads them for llama
-// too) and required for qwen2. Also fills config.vocab_size from token_embd.
+// too) and required for qwen2; any other bias is refused. Also fills config.vocab_size from
+// token_embd.
 ModelWeights map_weights(const GgufFile& file, LlamaConfig& config);
 
 }  // namespace cpullm

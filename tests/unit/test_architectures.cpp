@@ -255,7 +255,7 @@ struct Loaded {
   ModelWeights weights;
 };
 
-TEST(Biases, RequiredForQwen2OptionalForLlamaAndCheckedByName) {
+TEST(Biases, RequiredForQwen2OptionalForLlamaCheckedAndOthersRefusedByName) {
   test::TempDir dir;
   const std::vector<TinyTensor> biases = {{"blk.0.attn_q.bias", {16}}, {"blk.0.attn_k.bias", {8}}, {"blk.0.attn_v.bias", {8}}};
   const std::string qwen = write_tiny(dir, {.arch = "qwen2", .tensors = biases});
@@ -280,6 +280,8 @@ TEST(Biases, RequiredForQwen2OptionalForLlamaAndCheckedByName) {
   expect_refused(half, [&] { Loaded{half}; }, {"blk.0.attn_q.bias", "F16"});
   const std::string matrix = write_tiny(dir, {.tensors = {{"blk.0.attn_v.bias", {8, 2}}}});
   expect_refused(matrix, [&] { Loaded{matrix}; }, {"blk.0.attn_v.bias", "expected [8]"});
+  const std::string output_bias = write_tiny(dir, {.tensors = {{"blk.0.attn_output.bias", {16}}}});
+  expect_refused(output_bias, [&] { Loaded{output_bias}; }, {"blk.0.attn_output.bias", "does not add"});
 }
 
 // Whole models: cuts of the named shapes at width 64 in F32.
