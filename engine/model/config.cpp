@@ -80,8 +80,8 @@ std::vector<double> read_rope_frequencies(const GgufFile& file, std::string_view
     fail_file(file.path(), "{} is {} (must be finite and > 1)", key("rope.freq_base"), theta);
   const int64_t pairs = head_dim / 2;
 
-  const GgufValue* type_value = file.find(key("rope.scaling.type"));
-  const std::string type(type_value ? file.require_string(key("rope.scaling.type")) : "linear");
+  const std::string type_key = key("rope.scaling.type");
+  const std::string type(file.find(type_key) ? file.require_string(type_key) : "linear");
   const std::string factor_key = file.find(key("rope.scaling.factor")) ? key("rope.scaling.factor") : key("rope.scale_linear");
   const GgufTensorInfo* tensor = file.find_tensor("rope_freqs.weight");  // wins over the scaling keys, as in llama.cpp
   double linear = 1;
@@ -91,8 +91,7 @@ std::vector<double> read_rope_frequencies(const GgufFile& file, std::string_view
   } else if (type == "llama3") {
     if (!tensor) factors = llama3_rope_factors(llama3_scaling(file, key), head_dim, theta);
   } else if (type != "none") {
-    fail_file(file.path(), "{} is '{}': cpullm runs none, linear and llama3 RoPE scaling", key("rope.scaling.type"),
-              type);
+    fail_file(file.path(), "{} is '{}': cpullm runs none, linear and llama3 RoPE scaling", type_key, type);
   }
   if (tensor) factors = factors_from_tensor(file, *tensor, pairs);
 
