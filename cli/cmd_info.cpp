@@ -77,7 +77,7 @@ void run_costs(const InfoOptions& o) {
     const LlamaConfig c = LlamaConfig::from_gguf(file);
     const GgufTensorInfo& embedding = file.require_tensor("token_embd.weight");
     dims = {c.n_layers, c.dim, c.ffn_dim, c.kv_dim(), embedding.ne[1], file.find_tensor("output.weight") == nullptr};
-    attention = {c.n_heads, c.n_kv_heads, c.head_dim};
+    attention = {c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window};
     tensors = llama_tensors(dims);
     for (const LlamaTensor& t : tensors) {
       const GgufTensorInfo& info = file.require_tensor(t.name);
@@ -91,7 +91,7 @@ void run_costs(const InfoOptions& o) {
     const WeightFormat& format = weight_format_named(o.dtype, "--dtype: unknown format");
     const int64_t head_dim = s->dim / s->n_heads;
     dims = {s->n_layers, s->dim, s->ffn_dim, head_dim * s->n_kv_heads, s->vocab_size, false};
-    attention = {s->n_heads, s->n_kv_heads, head_dim};
+    attention = {s->n_heads, s->n_kv_heads, head_dim, s->sliding_window};
     tensors = llama_tensors(dims);
     for (const LlamaTensor& t : tensors) {
       types.push_back(t.matrix() ? format.type : GgmlType::F32);
