@@ -1,6 +1,8 @@
 // cpullm info: what a GGUF file holds: metadata, tensors and totals, as text or JSON; with
 // --formats the format registry, with --costs the model's LLaMA tensors and what each op of a
 // decoded token costs (FLOPs and bytes). tuning/ and reports/ read these instead of restating them.
+#include <fmt/ranges.h>
+
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -27,7 +29,7 @@ struct InfoOptions {
   bool json = false;
   bool formats = false;    // the format registry instead of a file
   bool costs = false;      // the LLaMA tensors and a decoded token's cost per op
-  std::string shape;       // --costs without a file: a named shape (tinyllama-1.1b, llama-7b, llama-13b)
+  std::string shape;       // --costs without a file: a named shape (shape_names())
   std::string dtype;       // --costs: the tensors as `quantize --type DTYPE` writes them (a shape: f16 if none)
   std::vector<std::string> keep;  // --costs --dtype: quantize's --keep
   int64_t position = 0;    // --costs: positions cached before the token
@@ -82,14 +84,14 @@ void run_costs(const InfoOptions& o) {
     const LlamaConfig c = LlamaConfig::from_gguf(*file);
     dims = {c.n_layers, c.dim, c.ffn_dim, c.kv_dim(), file->require_tensor("token_embd.weight").ne[1],
             file->find_tensor("output.weight") == nullptr};
-    attention = {c.n_heads, c.n_kv_heads, c.head_dim};
+    attention = {c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window};
     source = quantize_source(*file);
   } else {
     const std::optional<SyntheticShape> s = named_shape(o.shape);
-    if (!s) fail("--shape: unknown shape '{}' (tinyllama-1.1b, llama-7b, llama-13b)", o.shape);
+    if (!s) fail("--shape: unknown shape '{}' ({})", o.shape, fmt::join(shape_names(), ", "));
     const int64_t head_dim = s->dim / s->n_heads;
     dims = {s->n_layers, s->dim, s->ffn_dim, head_dim * s->n_kv_heads, s->vocab_size, false};
-    attention = {s->n_heads, s->n_kv_heads, head_dim};
+    attention = {s->n_heads, s->n_kv_heads, head_dim, s->sliding_window};
     source.path = o.shape + " shape";
     source.block_count = s->n_layers;
     source.gqa = static_cast<int>(s->n_heads / s->n_kv_heads);
@@ -243,7 +245,7 @@ void register_info(CLI::App& app) {
   CLI::Option* costs = command->add_flag("--costs", options->costs,
                                          "The model's LLaMA tensors and each op's FLOPs and bytes for one decoded token");
   CLI::Option* shape = command->add_option("--shape", options->shape,
-                                           "--costs without a file: a LLaMA shape (tinyllama-1.1b, llama-7b, llama-13b)");
+                                           fmt::format("--costs without a file: a named shape ({})", fmt::join(shape_names(), ", ")));
   CLI::Option* dtype = command->add_option("--dtype", options->dtype,
                                            "--costs: the tensors as `quantize --type DTYPE` writes them (--shape: default f16)")
                             ->needs(costs);

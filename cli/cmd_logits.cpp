@@ -14,12 +14,14 @@ namespace {
 struct LogitsOptions {
   RunConfig run;
   std::string prompt;
+  std::vector<int32_t> tokens;  // --tokens: the ids themselves; no tokenizer is read
   std::string output_path;
 };
 
 void run_logits(LogitsOptions o) {
   // Tokenize first so the KV cache is sized to the prompt (the second mapping shares pages).
-  const std::vector<int32_t> prompt = Tokenizer::from_gguf(GgufFile(o.run.model)).encode(o.prompt, true);
+  const std::vector<int32_t> prompt =
+      o.tokens.empty() ? Tokenizer::from_gguf(GgufFile(o.run.model)).encode(o.prompt, true) : o.tokens;
   if (prompt.empty()) fail("{}: the prompt is empty and the vocabulary adds no BOS token: give one with -p", o.run.model);
   o.run.context = static_cast<int64_t>(prompt.size());
   Session session(o.run);
@@ -42,7 +44,10 @@ void register_logits(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
       "logits", "Write every position's logits for a prompt (BOS first where the vocabulary adds one) to .npy");
   command->add_option("-m,--model", options->run.model, "GGUF model file")->required()->check(CLI::ExistingFile);
-  command->add_option("-p,--prompt", options->prompt, "Prompt text");
+  CLI::Option* prompt = command->add_option("-p,--prompt", options->prompt, "Prompt text");
+  command->add_option("--tokens", options->tokens, "Token ids instead of a prompt (BOS not added), e.g. 1,306,4682")
+      ->delimiter(',')
+      ->excludes(prompt);
   command->add_option("-o,--output", options->output_path, "Output .npy file")->required();
   // The context is the prompt's length; one sequence.
   add_run_options(*command, options->run,

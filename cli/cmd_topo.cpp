@@ -1,5 +1,7 @@
 // cpullm topo: the machine (or an emulated one) and the plan over it: which thread runs on which
 // processor, which NUMA node holds which weights. It computes and prints; it binds nothing.
+#include <fmt/ranges.h>
+
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -211,7 +213,7 @@ void run_topo(const TopoOptions& o) {
     r.weights = o.model;
   } else {
     const std::optional<SyntheticShape> shape = named_shape(o.shape);
-    if (!shape) fail("unknown --shape '{}' (tinyllama-1.1b, llama-7b, llama-13b)", o.shape);
+    if (!shape) fail("unknown --shape '{}' ({})", o.shape, fmt::join(shape_names(), ", "));
     tensors = shape_tensor_sizes(*shape, weight_format_named(o.dtype, "topo: unknown --dtype").type);
     r.weights = fmt::format("{} shape at {} (no -m)", o.shape, o.dtype);
   }
@@ -236,7 +238,8 @@ void register_topo(CLI::App& app) {
   command->add_option("--numa", options->numa, "Weight placement: first-touch, interleave, replicate, shard")
       ->check(CLI::IsMember({"first-touch", "interleave", "replicate", "shard"}));
   command->add_option("-m,--model", options->model, "GGUF file to size the placement from")->check(CLI::ExistingFile);
-  command->add_option("--shape", options->shape, "Without -m: size the placement for this LLaMA shape (tinyllama-1.1b, llama-7b, llama-13b)");
+  command->add_option("--shape", options->shape,
+                      fmt::format("Without -m: size the placement for this named shape ({})", fmt::join(shape_names(), ", ")));
   std::vector<std::string> formats;
   for (const WeightFormat& f : weight_formats()) formats.emplace_back(f.name);
   command->add_option("--dtype", options->dtype, "Without -m: the shape's matrix type (" + weight_format_names() + ")")

@@ -41,13 +41,14 @@ class Shape:
 def model_shape(info, cpullm=None):
     """The shape from `cpullm info --json` (the header only: any size works)."""
     meta = {k: v["value"] for k, v in info["metadata"].items()}
-    heads = meta["llama.attention.head_count"]
-    kv_heads = meta.get("llama.attention.head_count_kv", heads)
-    dim = meta["llama.embedding_length"]
+    arch = meta.get("general.architecture", "llama")  # llama or qwen2: the keys are {arch}.*
+    heads = meta[f"{arch}.attention.head_count"]
+    kv_heads = meta.get(f"{arch}.attention.head_count_kv", heads)
+    dim = meta[f"{arch}.embedding_length"]
     tensors = [(t["name"], t["shape"][1] if len(t["shape"]) > 1 else 1, t["shape"][0],
                 registry.format_of_type(t["type"]), t["bytes"]) for t in info["tensors"]]
     vocab = next(rows for name, rows, *_ in tensors if name == "token_embd.weight")
-    return Shape(meta["llama.block_count"], dim, dim * kv_heads // heads, vocab, tensors, model=info["file"], cpullm=cpullm)
+    return Shape(meta[f"{arch}.block_count"], dim, dim * kv_heads // heads, vocab, tensors, model=info["file"], cpullm=cpullm)
 
 
 def costs_tensors(costs):

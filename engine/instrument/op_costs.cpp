@@ -30,12 +30,18 @@ RegionCost rope_cost(int64_t values, int64_t tokens) {
 RegionCost attention_cost(const AttentionShape& shape, int64_t first_position, int64_t queries,
                           int64_t kv_element_bytes) {
   const double n = static_cast<double>(queries), first = static_cast<double>(first_position);
-  const double keys_met = n * first + n * (n + 1) / 2;  // sum over queries of the positions each attends to
+  // Positions met by the queries at positions 0 .. m - 1: p + 1 each, at most the window.
+  const double window = shape.window > 0 ? static_cast<double>(shape.window) : first + n;
+  const auto met_before = [window](double m) {
+    return m <= window ? m * (m + 1) / 2 : window * (window + 1) / 2 + (m - window) * window;
+  };
+  const double keys_met = met_before(first + n) - met_before(first);
   const double pairs = static_cast<double>(shape.n_heads) * keys_met;
   const double kv_row = static_cast<double>(shape.n_kv_heads * shape.head_dim);
   const double q_row = static_cast<double>(shape.n_heads * shape.head_dim);
+  const double rows_read = first + n - std::max(0.0, first + 1 - window);  // from the first query's first key on
   return {pairs * (4 * static_cast<double>(shape.head_dim) + 5),
-          (first + n) * 2 * kv_row * static_cast<double>(kv_element_bytes) + 2 * n * q_row * kFloatBytes};
+          rows_read * 2 * kv_row * static_cast<double>(kv_element_bytes) + 2 * n * q_row * kFloatBytes};
 }
 
 RegionCost swiglu_cost(int64_t n, int64_t tokens) {

@@ -32,9 +32,10 @@ RegionCost rmsnorm_cost(int64_t n, int64_t tokens);
 RegionCost rope_cost(int64_t values, int64_t tokens);
 
 // Causal attention of `queries` consecutive positions from first_position: query i meets
-// first_position + i + 1 keys. Per (head, query, key): q.k (2 * head_dim), softmax (5: scale,
-// subtract the maximum, exp, sum, divide), V weighted sum (2 * head_dim). Bytes: every cached key
-// and value up to the last position once, at kv_element_bytes each; q read and the output written.
+// first_position + i + 1 keys, or the shape's window of them. Per (head, query, key): q.k
+// (2 * head_dim), softmax (5: scale, subtract the maximum, exp, sum, divide), V weighted sum
+// (2 * head_dim). Bytes: every cached key and value that a query sees once, at kv_element_bytes
+// each; q read and the output written.
 RegionCost attention_cost(const AttentionShape& shape, int64_t first_position, int64_t queries,
                           int64_t kv_element_bytes);
 

@@ -108,15 +108,19 @@ void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv
   constexpr int64_t kRows = 64;  // cache rows widened at a time
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t queries = static_cast<int64_t>(batch.size()), threads = parallel_threads();
+  // How many of its positions, the last ones, a query sees: all, or those of the window.
+  const auto seen = [window = shape.window](const AttentionQuery& query) {
+    return window > 0 ? std::min(query.n_positions, window) : query.n_positions;
+  };
   int64_t all_positions = 0, most_positions = 0;
   for (const AttentionQuery& query : batch)
-    all_positions += query.n_positions, most_positions = std::max(most_positions, query.n_positions);
+    all_positions += seen(query), most_positions = std::max(most_positions, seen(query));
   // The last entry holds the batch's total work. Kept from call to call on the calling thread
   // (decode calls this once per layer and step).
   thread_local std::vector<QueryUnits> plan;
   plan.assign(static_cast<std::size_t>(queries) + 1, QueryUnits{});
   for (int64_t q = 0; q < queries; ++q) {
-    const int64_t positions = batch[q].n_positions;
+    const int64_t positions = seen(batch[q]);
     const int64_t wanted = (threads * positions + all_positions * kv_heads - 1) / (all_positions * kv_heads);
     const int64_t splits = std::clamp<int64_t>(wanted, 1, group), heads_per_unit = (group + splits - 1) / splits;
     plan[q] = {splits, heads_per_unit, plan[q].first_cost};
@@ -142,7 +146,10 @@ void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv
       if (units_of[q + 1].first_cost <= share_begin) continue;
       if (units.first_cost >= share_end) break;
       const AttentionQuery& query = first_query[q];
-      const int64_t n_positions = query.n_positions, unit_cost = units.heads_per_unit * n_positions;
+      const int64_t n_positions = seen(query), unit_cost = units.heads_per_unit * n_positions;
+      const int64_t first_row = (query.n_positions - n_positions) * row_size;  // bytes to the first position seen
+      const auto* keys = static_cast<const std::byte*>(query.keys) + first_row;
+      const auto* values = static_cast<const std::byte*>(query.values) + first_row;
       for (int64_t local = 0; local < kv_heads * units.splits; ++local) {
         const int64_t middle = units.first_cost + local * unit_cost + unit_cost / 2;  // this thread's when in its share
         if (middle < share_begin || middle >= share_end) continue;
@@ -153,7 +160,7 @@ void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv
         for (int64_t i = 0; i < heads; ++i) std::copy_n(query.q + (first + i) * hd, hd, &head_queries[i * width]);
         for (int64_t t0 = 0; t0 < n_positions; t0 += kRows) {
           const int64_t n = std::min(kRows, n_positions - t0);
-          widen_rows(rows.data(), static_cast<const std::byte*>(query.keys) + t0 * row_size, kv_type, row_size, kv_offset, n, hd, width);
+          widen_rows(rows.data(), keys + t0 * row_size, kv_type, row_size, kv_offset, n, hd, width);
           for (int64_t i = 0; i < heads; ++i)
             score_rows(&scores[i * n_positions + t0], &head_queries[i * width], rows.data(), n, width, scale);
         }
@@ -161,7 +168,7 @@ void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv
         std::fill_n(sums.begin(), heads * width, 0.0f);
         for (int64_t t0 = 0; t0 < n_positions; t0 += kRows) {
           const int64_t n = std::min(kRows, n_positions - t0);
-          widen_rows(rows.data(), static_cast<const std::byte*>(query.values) + t0 * row_size, kv_type, row_size, kv_offset, n, hd, width);
+          widen_rows(rows.data(), values + t0 * row_size, kv_type, row_size, kv_offset, n, hd, width);
           for (int64_t i = 0; i < heads; ++i)
             accumulate_rows(&sums[i * width], &scores[i * n_positions + t0], rows.data(), n, width);
         }
@@ -178,16 +185,18 @@ void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv
 // over the tile's keys, with the values packed as panels of R head columns. Each call computes
 // up to N queries (the tile's tokens) against one panel. Between the two, each query's online
 // softmax: scale, maximum, exponentials, its causal mask and the rescaling of what it had summed.
-// The mask sets the probabilities of later keys to zero; the second product runs over the keys
-// the group's last query sees, so a query meets the value rows of at most N - 1 later positions,
-// times zero (which would not hide an infinite or NaN value there).
+// The mask sets the probabilities of later keys to zero, and with a sliding window those of keys
+// the window has passed; the second product runs over the keys the group's last query sees, so a
+// query meets the value rows of at most N - 1 later positions, and of passed ones, times zero
+// (which would not hide an infinite or NaN value there). Key tiles that every query of a tile has
+// left behind are skipped.
 //
 // A thread's units are consecutive: the query tiles of one head, then the next head's. Each key
 // tile of a KV head is packed once, when a unit first reaches it, and kept for the head's later
 // query tiles and for the other query heads of its group (packing every tile again for every query
 // tile made bench_kernels attention 1.3-1.6x slower; docs/attention.md). A thread keeps
-// the first tiles that fit kKeptPanelBytes and packs the later ones again for every unit, into one
-// spare slot: a key tile shorter than a panel is padded to the panel's height (1x1 tiles at
+// the first tiles that fit kKeptPanelBytes and packs the later ones into one spare slot, again
+// whenever another tile took it in between: a key tile shorter than a panel is padded to the panel's height (1x1 tiles at
 // AVX-512 take 64 keys' room), and over a long context the tiles would take hundreds of MiB a
 // thread. Like the GEMM's panel buffers, this memory is outside the memory plan's scratch.
 constexpr int64_t kKeptPanelBytes = int64_t{8} << 20;
@@ -217,7 +226,8 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
     // Panel rows past a tile's keys or head_dim are computed and dropped (zero until first written).
     AlignedVector<float> key_panels(slots * key_tile_floats, 0.0f);      // per slot (key_width / R) panels of (hd, R)
     AlignedVector<float> value_panels(slots * value_tile_floats, 0.0f);  // per slot (value_width / R) panels of (tile keys, R)
-    int64_t packed_kv_head = -1, packed_tiles = 0;                       // kept tiles [0, packed_tiles) of packed_kv_head are packed
+    int64_t packed_kv_head = -1;
+    std::vector<int64_t> packed(slots, -1);                              // per slot, the key tile of packed_kv_head it holds; -1: none
     std::vector<float> scores(tiles.queries * key_width);                // (query tile, key_width)
     std::vector<float> running_max(tiles.queries), running_sum(tiles.queries);
     std::vector<float> acc(tiles.queries * value_width);                 // (query tile, value_width) unnormalised output
@@ -227,18 +237,19 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
       const int64_t kv_head = h / group;
       if (kv_head != packed_kv_head) {  // another KV head's keys: none of the thread's tiles holds them
         packed_kv_head = kv_head;
-        packed_tiles = 0;
+        std::fill(packed.begin(), packed.end(), -1);
       }
       std::fill(running_max.begin(), running_max.end(), -INFINITY);
       std::fill(running_sum.begin(), running_sum.end(), 0.0f);
       std::fill(acc.begin(), acc.end(), 0.0f);
-      const int64_t last_key = first_position + q0 + nq;  // keys [0, last_key) can be seen by this tile
-      for (int64_t k0 = 0; k0 < last_key; k0 += tiles.keys) {
+      const int64_t last_key = first_position + q0 + nq;  // keys [first_key, last_key) can be seen by this tile
+      const int64_t first_key = shape.window > 0 ? std::max<int64_t>(0, first_position + q0 - shape.window + 1) : 0;
+      for (int64_t k0 = first_key / tiles.keys * tiles.keys; k0 < last_key; k0 += tiles.keys) {
         const int64_t nk = std::min(tiles.keys, last_key - k0);
         const int64_t tile = k0 / tiles.keys, slot = std::min(tile, kept);
         float* tile_keys = &key_panels[slot * key_tile_floats];
         float* tile_values = &value_panels[slot * value_tile_floats];
-        if (tile >= kept || tile == packed_tiles) {  // not kept, or not packed yet: pack the whole tile
+        if (packed[slot] != tile) {  // the slot holds another tile (or none): pack the whole tile
           const int64_t tile_end = std::min(k0 + tiles.keys, first_position + n_queries);
           const WeightMatrix cached_keys{static_cast<const std::byte*>(keys), kv_type, tile_end, kv_dim};
           for (int64_t p = 0; p * R < tile_end - k0; ++p)
@@ -247,7 +258,7 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
             for (int64_t c = 0; c < hd; c += R)
               decode_row(kv_type, value_rows + (k0 + j) * row_size + (kv_head * hd + c) * element_size,
                          tile_values + c * tiles.keys + j * R, std::min(R, hd - c));
-          if (tile < kept) ++packed_tiles;
+          packed[slot] = tile;
         }
         // Queries before first_seeing see none of this tile's keys (causal).
         const int64_t first_seeing = std::max<int64_t>(0, k0 - first_position - q0);
@@ -256,17 +267,25 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
             gemm.float_tile({tile_keys + p * hd * R, q + (q0 + i0) * dim + h * hd, dim, &scores[i0 * key_width + p * R],
                              key_width, hd, std::min(R, nk - p * R), std::min(N, nq - i0), false});
         for (int64_t i = first_seeing; i < nq; ++i) {
-          const int64_t visible = std::min(nk, first_position + q0 + i - k0 + 1);  // causal: later keys are masked
+          // Query i sees the tile's keys [begin, end): later keys are masked (causal), and so are
+          // earlier ones that a window has passed.
+          const int64_t position = first_position + q0 + i;
+          const int64_t end = std::min(nk, position - k0 + 1);
+          const int64_t begin = shape.window > 0 ? std::clamp<int64_t>(position - shape.window + 1 - k0, 0, end) : 0;
           float* s = &scores[i * key_width];
-          for (int64_t j = 0; j < visible; ++j) s[j] *= scale;
-          const float tile_max = max_value(s, visible);  // vectorised: a scalar chain of maxima took a third of the time between the products
+          std::fill(s, s + begin, 0.0f);
+          std::fill(s + end, s + nk, 0.0f);
+          if (begin == end) continue;  // the window has passed the whole tile
+          float* seen = s + begin;
+          const int64_t n = end - begin;
+          for (int64_t j = 0; j < n; ++j) seen[j] *= scale;
+          const float tile_max = max_value(seen, n);  // vectorised: a scalar chain of maxima took a third of the time between the products
           // Online softmax: rescale what was summed under the old maximum to the new one.
           const float new_max = std::max(running_max[i], tile_max);
           const float correction = std::exp(running_max[i] - new_max);
-          for (int64_t j = 0; j < visible; ++j) s[j] -= new_max;
-          running_sum[i] = running_sum[i] * correction + exp_in_place(s, visible);
+          for (int64_t j = 0; j < n; ++j) seen[j] -= new_max;
+          running_sum[i] = running_sum[i] * correction + exp_in_place(seen, n);
           running_max[i] = new_max;
-          std::fill(s + visible, s + nk, 0.0f);
           float* acc_i = &acc[i * value_width];
           for (int64_t d = 0; d < hd; ++d) acc_i[d] *= correction;
         }

@@ -14,9 +14,11 @@ struct AttentionShape {
   int64_t n_heads;     // query heads
   int64_t n_kv_heads;  // key/value heads; query head h reads kv head h / (n_heads / n_kv_heads)
   int64_t head_dim;
+  int64_t window = 0;  // sliding window: the query at position p sees (p - window, p]; 0: [0, p]
 };
 
-// out (n_heads, head_dim) = softmax(q . K^T / sqrt(head_dim)) . V over positions [0, n_positions).
+// out (n_heads, head_dim) = softmax(q . K^T / sqrt(head_dim)) . V over positions [0, n_positions),
+// or the last `window` of them.
 // keys, values: (n_positions, n_kv_heads * head_dim), one row per cached position.
 void attention(float* out, const float* q, const float* keys, const float* values, int64_t n_positions,
                const AttentionShape& shape);
@@ -31,7 +33,7 @@ struct AttentionQuery {
   const float* q;       // (n_heads, head_dim)
   const void* keys;     // (n_positions, n_kv_heads * head_dim) of kv_type
   const void* values;   // likewise
-  int64_t n_positions;  // positions 0 .. n_positions - 1 attended
+  int64_t n_positions;  // positions 0 .. n_positions - 1 attended (the last shape.window of them, with a window)
 };
 // Every query's attention in one parallel loop; each output is the one-query call's, bit for bit.
 void attention(std::span<const AttentionQuery> queries, GgmlType kv_type, const AttentionShape& shape);
@@ -44,7 +46,8 @@ struct AttentionTiles {
 };
 AttentionTiles parse_attention_tiles(const std::string& text);  // "8x8"; 1..128 each, else an Error
 
-// Causal attention of n_queries consecutive positions first_position.. at once (prefill):
+// Causal attention of n_queries consecutive positions first_position.. at once (prefill), each
+// within the shape's window if it has one:
 // out (n_queries, n_heads * head_dim), q (n_queries, n_heads * head_dim), keys/values as above
 // holding at least first_position + n_queries rows. Tile by tile with an online softmax: for each
 // query the running maximum and sum rescale what was accumulated so far, so no

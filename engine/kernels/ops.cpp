@@ -34,23 +34,32 @@ void softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] /= sum;
 }
 
-void rope_angles(float* angles, int64_t head_dim, int64_t pos, float theta) {
-  for (int64_t i = 0; i < head_dim; i += 2) {
+void rope_angles(float* angles, const double* frequencies, int64_t head_dim, int64_t pos) {
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
     // The angle is computed in double: at long positions FP32 loses the low bits of pos*freq.
-    const double angle = static_cast<double>(pos) * std::pow(static_cast<double>(theta), -static_cast<double>(i) / head_dim);
-    angles[i] = static_cast<float>(std::cos(angle));
-    angles[i + 1] = static_cast<float>(std::sin(angle));
+    const double angle = static_cast<double>(pos) * frequencies[i];
+    angles[2 * i] = static_cast<float>(std::cos(angle));
+    angles[2 * i + 1] = static_cast<float>(std::sin(angle));
   }
 }
 
-void rope(float* vec, int64_t n_heads, int64_t head_dim, const float* angles) {
+namespace {
+// Pair i of a head is (x[i * step], x[i * step + offset]): one loop for both styles, each call
+// with its own constants so that each compiles to its own plain loop.
+inline void rope_pairs(float* vec, int64_t n_heads, int64_t head_dim, const float* angles, int64_t step, int64_t offset) {
   for (int64_t h = 0; h < n_heads; ++h)
-    for (int64_t i = 0; i < head_dim; i += 2) {
-      float* pair = vec + h * head_dim + i;
-      const float x0 = pair[0], x1 = pair[1], c = angles[i], s = angles[i + 1];
-      pair[0] = x0 * c - x1 * s;
-      pair[1] = x0 * s + x1 * c;
+    for (int64_t i = 0; i < head_dim / 2; ++i) {
+      float* first = vec + h * head_dim + i * step;
+      const float x0 = first[0], x1 = first[offset], c = angles[2 * i], s = angles[2 * i + 1];
+      first[0] = x0 * c - x1 * s;
+      first[offset] = x0 * s + x1 * c;
     }
+}
+}  // namespace
+
+void rope(float* vec, int64_t n_heads, int64_t head_dim, const float* angles, RopeStyle style) {
+  if (style == RopeStyle::adjacent) rope_pairs(vec, n_heads, head_dim, angles, 2, 1);
+  else rope_pairs(vec, n_heads, head_dim, angles, 1, head_dim / 2);
 }
 
 void swiglu(float* gate, const float* up, int64_t n) {

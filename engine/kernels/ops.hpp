@@ -61,13 +61,18 @@ float max_value(const float* x, int64_t n);
 // x (n) = softmax(x), shifted by the maximum for stability.
 void softmax(float* x, int64_t n);
 
-// Rotary position embedding in llama.cpp's "normal" mode: within each head the adjacent pair
-// (x[2i], x[2i+1]) turns by pos * theta^(-2i/head_dim). rope_angles computes each pair's
+// Which values of a head RoPE turns together. llama.cpp's NORMAL mode (architecture llama) turns
+// adjacent pairs (x[2i], x[2i+1]); its NEOX mode (qwen2) turns (x[i], x[i + head_dim/2]). Pair i
+// turns by the same angle either way.
+enum class RopeStyle : uint8_t { adjacent, halves };
+
+// Rotary position embedding: within each head, pair i turns by pos * frequencies[i] radians
+// (head_dim / 2 frequencies: LlamaConfig::rope_frequencies). rope_angles computes every pair's
 // (cos, sin) at one position, angles (head_dim) as cos0 sin0 cos1 sin1 ..., once per token for
 // every layer and head (a pow, a cos and a sin per pair in double took 7.8 us of each TinyLlama
 // layer's decode step); rope turns vec (n_heads, head_dim) by them.
-void rope_angles(float* angles, int64_t head_dim, int64_t pos, float theta);
-void rope(float* vec, int64_t n_heads, int64_t head_dim, const float* angles);
+void rope_angles(float* angles, const double* frequencies, int64_t head_dim, int64_t pos);
+void rope(float* vec, int64_t n_heads, int64_t head_dim, const float* angles, RopeStyle style);
 
 // gate (n) = silu(gate) * up: the SwiGLU activation.
 void swiglu(float* gate, const float* up, int64_t n);

@@ -243,7 +243,7 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
   const LlamaConfig& c = config_;
   const int64_t n = static_cast<int64_t>(chunk.size()), dim = c.dim, kv_dim = c.kv_dim();
   BatchState& b = batch_;
-  const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
+  const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window};
   const GgmlType kv_type = kv_element_type(cache_.shape().type);
   // Every token's input normalised into b.xb.
   auto normalise = [&](const float* weight, Region region) {
@@ -318,17 +318,23 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
     project_normalised({{b.q.data(), &w.wq}, {b.k.data(), &w.wk}, {b.v.data(), &w.wv}},
                        {Region::q_proj, Region::k_proj, Region::v_proj});
     {
+      // The biases (Qwen2's), then RoPE on q and k. The bias additions count in this region.
       ScopedRegion region(Region::rope, rope_cost(dim + kv_dim, n));
-      float *q = b.q.data(), *k = b.k.data(), *angles = b.rope.data();
+      float *q = b.q.data(), *k = b.k.data(), *v = b.v.data(), *angles = b.rope.data();
       const bool first_layer = l == 0;
       const int64_t hd = c.head_dim, heads = c.n_heads, kv_heads = c.n_kv_heads;
-      const float theta = c.rope_theta;
+      const double* frequencies = c.rope_frequencies.data();
+      const RopeStyle style = c.rope_style;
+      const float *bq = w.bq, *bk = w.bk, *bv = w.bv;
       for_token_rows(n, [=](int64_t first, int64_t last) {
         for (int64_t t = first; t < last; ++t) {
+          if (bq) add_in_place(&q[t * dim], bq, dim);
+          if (bk) add_in_place(&k[t * kv_dim], bk, kv_dim);
+          if (bv) add_in_place(&v[t * kv_dim], bv, kv_dim);
           float* angle = &angles[t * hd];
-          if (first_layer) rope_angles(angle, hd, chunk[t].position, theta);  // for every layer
-          rope(&q[t * dim], heads, hd, angle);
-          rope(&k[t * kv_dim], kv_heads, hd, angle);
+          if (first_layer) rope_angles(angle, frequencies, hd, chunk[t].position);  // for every layer
+          rope(&q[t * dim], heads, hd, angle, style);
+          rope(&k[t * kv_dim], kv_heads, hd, angle, style);
         }
       });
     }

@@ -42,15 +42,25 @@ WeightMatrix matrix(const GgufFile& file, const std::string& name, int64_t rows,
   return {t.data, t.type, rows, cols};
 }
 
-const float* norm(const GgufFile& file, const std::string& name, int64_t dim) {
-  const GgufTensorInfo& t = file.require_tensor(name);
-  if (t.n_dims != 1 || t.ne[0] != dim)
-    fail_file(file.path(), "tensor '{}' has shape {}, expected [{}]", name, t.shape_string(), dim);
+// A norm's gain or a bias: `length` F32 values, as llama.cpp writes them.
+const float* f32_vector(const GgufFile& file, const GgufTensorInfo& t, int64_t length) {
+  if (t.n_dims != 1 || t.ne[0] != length)
+    fail_file(file.path(), "tensor '{}' has shape {}, expected [{}]", t.name, t.shape_string(), length);
   if (t.type != GgmlType::F32)
-    fail_file(file.path(), "norm tensor '{}' has type {} (norms must be F32, as llama.cpp writes them)", name,
+    fail_file(file.path(), "tensor '{}' has type {} (norms and biases must be F32, as llama.cpp writes them)", t.name,
               ggml_type_name(t.type));
   check_alignment(file, t, 4);
   return reinterpret_cast<const float*>(t.data);
+}
+
+const float* norm(const GgufFile& file, const std::string& name, int64_t dim) {
+  return f32_vector(file, file.require_tensor(name), dim);
+}
+
+// A bias the architecture requires, or one that is there or not.
+const float* bias(const GgufFile& file, const std::string& name, int64_t length, bool required) {
+  const GgufTensorInfo* t = required ? &file.require_tensor(name) : file.find_tensor(name);
+  return t ? f32_vector(file, *t, length) : nullptr;
 }
 
 }  // namespace
@@ -73,12 +83,16 @@ ModelWeights map_weights(const GgufFile& file, LlamaConfig& config) {
   ModelWeights w;
   w.token_embedding = matrix(file, "token_embd.weight", config.vocab_size, dim);
   for (int64_t l = 0; l < config.n_layers; ++l) {
-    auto name = [l](const char* part) { return fmt::format("blk.{}.{}.weight", l, part); };
+    auto name = [l](const char* part, const char* kind = "weight") { return fmt::format("blk.{}.{}.{}", l, part, kind); };
     LayerWeights layer;
     layer.attn_norm = norm(file, name("attn_norm"), dim);
     layer.wq = matrix(file, name("attn_q"), dim, dim);
     layer.wk = matrix(file, name("attn_k"), kv_dim, dim);
     layer.wv = matrix(file, name("attn_v"), kv_dim, dim);
+    const bool biased = config.architecture == Architecture::qwen2;
+    layer.bq = bias(file, name("attn_q", "bias"), dim, biased);
+    layer.bk = bias(file, name("attn_k", "bias"), kv_dim, biased);
+    layer.bv = bias(file, name("attn_v", "bias"), kv_dim, biased);
     layer.wo = matrix(file, name("attn_output"), dim, dim);
     layer.ffn_norm = norm(file, name("ffn_norm"), dim);
     layer.w_gate = matrix(file, name("ffn_gate"), ffn, dim);
@@ -86,6 +100,13 @@ ModelWeights map_weights(const GgufFile& file, LlamaConfig& config) {
     layer.w_down = matrix(file, name("ffn_down"), dim, ffn);
     w.layers.push_back(layer);
   }
+  // Other biases (the output projection's, the feed-forward's) would be left out of the sums
+  // without a word: refused by name instead.
+  for (const GgufTensorInfo& t : file.tensors())
+    if (t.name.ends_with(".bias") && !t.name.ends_with(".attn_q.bias") && !t.name.ends_with(".attn_k.bias") &&
+        !t.name.ends_with(".attn_v.bias"))
+      fail_file(file.path(), "tensor '{}' is a bias cpullm does not add (it adds those of attn_q, attn_k and attn_v)",
+                t.name);
   w.output_norm = norm(file, "output_norm.weight", dim);
   w.tied_output = file.find_tensor("output.weight") == nullptr;
   w.output = w.tied_output ? w.token_embedding : matrix(file, "output.weight", config.vocab_size, dim);

@@ -41,8 +41,8 @@ std::vector<bool> resolve_keep(const QuantizeSource& source, const std::vector<s
     if (item == "embeddings") pattern = "token_embd.weight";
     if (item == "output") pattern = "output.weight";
     if (item == "last") {
-      if (!source.block_count) fail_file(source.path, "--keep last: the model has no llama.block_count");
-      if (*source.block_count == 0) fail_file(source.path, "--keep last: llama.block_count is 0");
+      if (!source.block_count) fail_file(source.path, "--keep last: the model has no {}.block_count", source.architecture);
+      if (*source.block_count == 0) fail_file(source.path, "--keep last: {}.block_count is 0", source.architecture);
       pattern = fmt::format("blk.{}.*", *source.block_count - 1);
     }
     bool matched = false;
@@ -160,10 +160,11 @@ QuantizeSource quantize_source(const GgufFile& file) {
   QuantizeSource source;
   source.path = file.path();
   source.tensors.assign(file.tensors().begin(), file.tensors().end());
-  if (file.find("llama.block_count")) source.block_count = file.require_uint("llama.block_count");
   const GgufValue* arch = file.find("general.architecture");
   if (arch && arch->type == GgufValueType::STRING) {
     const std::string prefix(arch->string);
+    source.architecture = prefix;
+    if (file.find(prefix + ".block_count")) source.block_count = file.require_uint(prefix + ".block_count");
     const uint64_t heads = file.uint_or(prefix + ".attention.head_count", 1);
     const uint64_t kv_heads = file.uint_or(prefix + ".attention.head_count_kv", heads);
     if (kv_heads > 0 && heads / kv_heads < 1024) source.gqa = static_cast<int>(heads / kv_heads);

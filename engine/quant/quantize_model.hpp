@@ -49,7 +49,8 @@ struct QuantizeSummary {
 struct QuantizeSource {
   std::string path;                     // named in errors
   std::vector<GgufTensorInfo> tensors;  // in file order; the plan reads names, types and shapes
-  std::optional<uint64_t> block_count;  // llama.block_count: --keep last
+  std::string architecture = "llama";   // general.architecture, the prefix of its keys
+  std::optional<uint64_t> block_count;  // {architecture}.block_count: --keep last
   int gqa = 1;                          // query heads per KV head (llama-quantize's attn_v rule)
 };
 QuantizeSource quantize_source(const GgufFile& file);

@@ -30,12 +30,13 @@ ModelFacts describe_model(const GgufFile& file) {
   if (const WeightFormat* format = find_weight_format(q.type)) facts.format = format->name;
   else std::transform(type_name.begin(), type_name.end(), std::back_inserter(facts.format),
                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  // llama-bench's "llama 7B Q4_0": parameters in billions, or millions (thousands) for small models.
+  // llama-bench's "llama 7B Q4_0" ("qwen2 7B Q4_0"): the architecture, then parameters in
+  // billions, or millions (thousands) for small models.
   const double params = static_cast<double>(facts.n_params);
   const std::string count = params >= 1e9   ? fmt::format("{:.1f}B", params / 1e9)
                             : params >= 1e6 ? fmt::format("{:.0f}M", params / 1e6)
                                             : fmt::format("{:.0f}K", params / 1e3);
-  facts.type = fmt::format("llama {} {}", count, type_name);
+  facts.type = fmt::format("{} {} {}", valid_utf8(file.require_string("general.architecture")), count, type_name);
   return facts;
 }
 

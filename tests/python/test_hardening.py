@@ -345,6 +345,8 @@ def bad_invocations(ctx):
         ["logits", "-m", m, "-p", "a", "-o", os.path.join(under_file, "x.npy")],
         ["logits", "-m", m, "-p", "a", "-o", folder], ["logits", "-m", m, "-p", "a", "-o", "x.npy", "--isa", "z"],
         ["logits", "-m", fifo, "-p", "a", "-o", "x.npy"], ["logits", "-m", m, "--bogus", "-o", "x.npy"],
+        ["logits", "-m", m, "--tokens", "1,99999999", "-o", "x.npy"], ["logits", "-m", m, "--tokens", "1,x", "-o", "x.npy"],
+        ["logits", "-m", m, "--tokens", "-5", "-o", "x.npy"], ["logits", "-m", m, "-p", "a", "--tokens", "1", "-o", "x.npy"],
         # info
         ["info"], ["info", missing], ["info", plain], ["info", folder], ["info", fifo], ["info", m, "--bogus"],
         ["info", m, m], ["info", "--json"],
@@ -365,6 +367,12 @@ def bad_invocations(ctx):
         ["gen-model", "--shape", "custom", "--layers", "1", "--dim", "64", "--ffn", "128", "--heads", "4", "--vocab", "0",
          "-o", os.path.join(w, "x")],
         ["gen-model", "--layers", "x", "-o", os.path.join(w, "x")],
+        ["gen-model", "--shape", "llama3-8b", "--rope-factor", "nan", "-o", os.path.join(w, "x")],
+        ["gen-model", "--shape", "llama3-8b", "--rope-factor", "0", "-o", os.path.join(w, "x")],
+        ["gen-model", "--shape", "llama3-8b", "--rope-scaling", "yarn", "-o", os.path.join(w, "x")],
+        ["gen-model", "--shape", "mistral-7b", "--sliding-window", "-1", "-o", os.path.join(w, "x")],
+        ["gen-model", "--shape", "qwen2.5-7b", "--layers", "1", "--dim", "64", "--ffn", "64", "--heads", "4",
+         "--kv-heads", "4", "--vocab", "100", "-o", os.path.join(w, "x")],
         # quantize
         ["quantize"], ["quantize", m], ["quantize", m, os.path.join(w, "q.gguf")],
         ["quantize", m, os.path.join(w, "q.gguf"), "--type", "q7_k"], ["quantize", missing, os.path.join(w, "q.gguf"), "--type", "q8_0"],

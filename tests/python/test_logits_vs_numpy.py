@@ -15,6 +15,14 @@ these 256-wide models by up to 0.6% of the largest logit (measured: 2.9e-2 of 4.
 positions before the first such flip agree within 1e-6. A wrong block decoding or wiring moves
 the logits by their own size, far beyond 1%; each kernel's exact bound is checked in the unit
 tests (MatvecTest).
+
+Each architecture's cuts of its named shape (2 layers, width 64) run the same way: Llama 3's
+RoPE factors from rope_freqs.weight and from the rope.scaling keys, linear scaling, Mistral's
+sliding window (also with 4x4 attention tiles, so that whole key tiles fall out of the window),
+and Qwen2's biases and NEOX RoPE, tied and not. The byte-level BPE vocabularies go in as token
+ids (`logits --tokens`). For each, the reference without the feature (plain frequencies, no
+window, adjacent pairs, no biases) must differ by more than 100 x the tolerance, so the feature
+is what the match shows.
 """
 import os
 import subprocess
@@ -22,7 +30,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from llama_reference import logits_for_tokens
+from llama_reference import LlamaModel, forward
 
 TOL = 1e-4
 QUANTIZED_TOL = 1e-2  # of the largest |logit|
@@ -62,13 +70,18 @@ def parse_tokens(stdout):
     raise RuntimeError(f"no 'tokens:' line in cpullm output:\n{stdout}")
 
 
-def cpullm_logits(cpullm, model, workdir, isa):
-    """Run `cpullm logits`; return (token ids, float32 logits [n_tokens, vocab], prompt)."""
+def cpullm_logits(cpullm, model, workdir, isa, flags=(), tokens=None):
+    """Run `cpullm logits` (on `tokens` where given); return (token ids, float32 logits [n_tokens, vocab], prompt)."""
     out = os.path.join(workdir, "x.npy")
+    if tokens:
+        ids = parse_tokens(run([cpullm, "logits", "-m", model, "--tokens", ",".join(map(str, tokens)), "-o", out,
+                                *flags], isa))
+        assert ids == tokens, f"logits ran {ids}, not the ids given"
+        return ids, np.load(out), None
     for prompt in PROMPTS:
         if os.path.exists(out):
             os.remove(out)
-        ids = parse_tokens(run([cpullm, "logits", "-m", model, "-p", prompt, "-o", out], isa))
+        ids = parse_tokens(run([cpullm, "logits", "-m", model, "-p", prompt, "-o", out, *flags], isa))
         if len(ids) >= MIN_TOKENS:
             return ids, np.load(out), prompt
         print(f"  only {len(ids)} tokens, trying a longer prompt")
@@ -86,12 +99,61 @@ SYNTHETIC = {**{f"synthetic-{dt}": SMALL + ["--dtype", dt] for dt in ("f32", "f1
              "synthetic-tied-f16": SMALL + ["--dtype", "f16", "--tied-output"]}
 
 
-@pytest.mark.parametrize("name", ["stories260K", *SYNTHETIC, *KQUANT_FILES])
+
+
+# A cut of each architecture's named shape: name -> (gen-model flags, logits flags, token ids or
+# None for the prompts, what the reference loses without the feature).
+def cut(shape, *extra, vocab="1024"):
+    return ["--shape", shape, "--layers", "2", "--dim", "64", "--ffn", "160", "--heads", "4", "--kv-heads", "2",
+            "--vocab", vocab, "--ctx", "128", "--seed", "5", *extra]
+
+
+def plain_frequencies(m):
+    theta = m.metadata[m.metadata["general.architecture"] + ".rope.freq_base"]
+    m.freqs = theta ** (-np.arange(0, m.head_dim, 2, dtype=np.float64) / m.head_dim)
+
+
+def no_window(m):
+    m.window = 0
+
+
+def adjacent_pairs(m):
+    m.neox = False
+
+
+def no_biases(m):
+    for layer in m.layers:
+        for name in ("attn_q_bias", "attn_k_bias", "attn_v_bias"):
+            layer[name] = 0.0
+
+
+# 100 positions: Llama 3's factors divide only the slow pairs' angles, which need a long run to show.
+TOKENS = [(i * 37 + 11) % 700 for i in range(100)]  # below 768: no special tokens
+ARCHITECTURES = {
+    "llama3-rope-freqs-f32": (cut("llama3-8b", "--dtype", "f32"), [], TOKENS, [plain_frequencies]),
+    "llama3-scaling-keys-f32": (cut("llama3-8b", "--dtype", "f32", "--rope-scaling", "llama3-keys"), [], TOKENS,
+                                [plain_frequencies]),
+    "llama-linear-scaling-f32": (SMALL + ["--dtype", "f32", "--rope-scaling", "linear", "--rope-factor", "4"], [], None,
+                                 [plain_frequencies]),
+    "mistral-window-f32": (cut("mistral-7b", "--dtype", "f32", "--sliding-window", "5", vocab="512"), [], None,
+                           [no_window]),
+    "mistral-window-tiles-f32": (cut("mistral-7b", "--dtype", "f32", "--sliding-window", "5", vocab="512"),
+                                 ["--attn-tile", "4x4"], None, [no_window]),
+    "qwen2-f32": (cut("qwen2.5-7b", "--dtype", "f32"), [], TOKENS, [adjacent_pairs, no_biases]),
+    "qwen2-tied-bf16": (cut("qwen2.5-7b", "--dtype", "bf16", "--tied-output"), [], TOKENS, [adjacent_pairs, no_biases]),
+}
+
+
+@pytest.mark.parametrize("name", ["stories260K", *SYNTHETIC, *ARCHITECTURES, *KQUANT_FILES])
 def test_logits_match_numpy_at_every_isa(ctx, name):
     """cpullm's and numpy's logits of one model, within its tolerance at every position, for every ISA this CPU runs."""
-    if name in SYNTHETIC:
+    flags, tokens, features = [], None, []
+    if name in SYNTHETIC or name in ARCHITECTURES:
         model = os.path.join(ctx.workdir, f"{name}.gguf")
-        run([ctx.cpullm, "gen-model"] + SYNTHETIC[name] + ["-o", model])
+        gen_flags = SYNTHETIC[name] if name in SYNTHETIC else ARCHITECTURES[name][0]
+        if name in ARCHITECTURES:
+            _, flags, tokens, features = ARCHITECTURES[name]
+        run([ctx.cpullm, "gen-model"] + gen_flags + ["-o", model])
     else:
         model = os.path.join(ctx.shared, "kquants" if name in KQUANT_FILES else "", f"{name}.gguf")
         if not os.path.isfile(model):
@@ -99,14 +161,20 @@ def test_logits_match_numpy_at_every_isa(ctx, name):
     want = None
     for isa in ISAS:
         try:
-            ids, got, prompt = cpullm_logits(ctx.cpullm, model, ctx.workdir, isa)
+            ids, got, prompt = cpullm_logits(ctx.cpullm, model, ctx.workdir, isa, flags, tokens)
         except IsaUnavailable as e:
             print(f"  SKIP {isa}: {e}")
             continue
         if want is None:
-            want = logits_for_tokens(model, ids)                      # [T, vocab] float64
+            want = forward(LlamaModel(model), ids)                    # [T, vocab] float64
             print(f"  prompt {prompt!r} -> {len(ids)} tokens: {ids}")
             tolerance = QUANTIZED_TOL * np.abs(want).max() if name in KQUANT_FILES else TOL
+            for lose in features:
+                m = LlamaModel(model)
+                lose(m)
+                change = np.abs(forward(m, ids) - want).max()
+                print(f"  without {lose.__name__}: logits change by {change:.3e}")
+                assert change > 100 * TOL, f"{lose.__name__} changes the logits by only {change:.3e}: the test cannot see it"
         assert got.shape == want.shape, f"{isa}: cpullm logits shape {got.shape}, expected {want.shape}"
         err = np.abs(got.astype(np.float64) - want).max(axis=1)       # [T] per position
         print(f"  {isa}: max |logit| {np.abs(want).max():.4f}, max abs error {err.max():.3e} "

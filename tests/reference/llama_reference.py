@@ -1,7 +1,12 @@
-"""Independent numpy (float64) reference of llama.cpp's `llama` architecture forward pass.
+"""Independent numpy (float64) reference of llama.cpp's `llama` and `qwen2` forward passes.
 
 Reads a GGUF file with llama.cpp tensor names and computes the logits of a whole token
-sequence at once with a causal mask. Written from the model's math, not from the C++ engine.
+sequence at once with a causal mask. Written from the models' math, not from the C++ engine:
+- llama (Llama 1-3, Mistral): RoPE on adjacent pairs; Llama 3's frequencies scaled as Meta's
+  apply_scaling does (from rope_freqs.weight, llama.cpp's per-pair divisors, or from the
+  llama3 rope.scaling keys) or linearly (rope.scaling.type linear); an optional sliding window
+  (attention.sliding_window: a query sees itself and the window - 1 positions before it).
+- qwen2: the same block with biases added to q, k and v, and NEOX RoPE (pairs (x[i], x[i+hd/2])).
 Matrices in an integer format (ggml's block types, per-channel INT8) meet their input as
 cpullm's integer dot products do: quantized to Q8_0 blocks first (quantize_q8_0 below).
 """
@@ -36,30 +41,40 @@ class Linear:
 
 
 class LlamaModel:
-    """Hyper-parameters and float64 weights of a GGUF `llama` model."""
+    """Hyper-parameters and float64 weights of a GGUF `llama` or `qwen2` model."""
 
     def __init__(self, gguf_path):
         g = GGUFFile(gguf_path)
         md = g.metadata
         arch = md.get("general.architecture", "llama")
-        if arch != "llama":
-            raise ValueError(f"{gguf_path}: architecture {arch!r}, expected 'llama'")
+        if arch not in ("llama", "qwen2"):
+            raise ValueError(f"{gguf_path}: architecture {arch!r}, expected 'llama' or 'qwen2'")
+
+        def key(name, default=None):
+            return md.get(f"{arch}.{name}", default)
+
         self.metadata = md
-        self.dim = int(md["llama.embedding_length"])
-        self.n_layers = int(md["llama.block_count"])
-        self.ffn = int(md["llama.feed_forward_length"])
-        self.n_heads = int(md["llama.attention.head_count"])
-        self.n_kv_heads = int(md.get("llama.attention.head_count_kv", self.n_heads))
-        self.eps = float(md["llama.attention.layer_norm_rms_epsilon"])
-        self.theta = float(md.get("llama.rope.freq_base", 10000.0))
+        self.dim = int(key("embedding_length"))
+        self.n_layers = int(key("block_count"))
+        self.ffn = int(key("feed_forward_length"))
+        self.n_heads = int(key("attention.head_count"))
+        self.n_kv_heads = int(key("attention.head_count_kv", self.n_heads))
+        self.eps = float(key("attention.layer_norm_rms_epsilon"))
         self.head_dim = self.dim // self.n_heads
-        n_rot = int(md.get("llama.rope.dimension_count", self.head_dim))
+        n_rot = int(key("rope.dimension_count", self.head_dim))
         if n_rot != self.head_dim:
             raise NotImplementedError(f"rope.dimension_count {n_rot} != head_dim {self.head_dim}")
         if self.n_heads % self.n_kv_heads:
             raise ValueError("head_count must be a multiple of head_count_kv")
+        self.neox = arch == "qwen2"                                  # NEOX RoPE: rotate halves
+        self.window = int(key("attention.sliding_window", 0))       # 0: no window
+        self.freqs = rope_frequencies(g, key, self.head_dim)        # [hd/2] radians per position
 
         t = g.tensor
+
+        def bias(name):  # [out] or 0 where the file has none
+            return t(name) if g.has(name) else 0.0
+
         self.tok_embd = t("token_embd.weight")                      # [vocab, dim]
         self.vocab = self.tok_embd.shape[0]
         self.layers = []
@@ -75,10 +90,41 @@ class LlamaModel:
                 "ffn_up",       # [ffn, dim]
                 "ffn_down",     # [dim, ffn]
             )})
+            layer.update({k + "_bias": bias(p + k + ".bias") for k in ("attn_q", "attn_k", "attn_v")})
             self.layers.append(layer)
         self.output_norm = t("output_norm.weight")                  # [dim]
         # output projection [vocab, dim]; tied to the embedding when absent
         self.output = Linear(g, "output.weight" if g.has("output.weight") else "token_embd.weight")
+
+
+def rope_frequencies(g, key, hd):
+    """Each pair's angle per position [hd/2]: theta^(-2i/hd), then the file's scaling.
+
+    Llama 3 (Meta's apply_scaling): a frequency whose wavelength 2*pi/f is shorter than
+    original_context / high_freq_factor stays; one longer than original_context / low_freq_factor
+    is divided by the factor; in between, smooth = (original_context / wavelength - low) /
+    (high - low) and f' = (1 - smooth) * f / factor + smooth * f. llama.cpp's files carry these as
+    rope_freqs.weight, the per-pair divisors f / f'. Linear scaling divides every frequency by
+    the factor; a missing scaling type means linear, as in llama.cpp.
+    """
+    theta = float(key("rope.freq_base", 10000.0))
+    freqs = theta ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
+    kind = key("rope.scaling.type", "linear")
+    if kind not in ("none", "linear", "llama3"):
+        raise NotImplementedError(f"rope.scaling.type {kind!r}")
+    if g.has("rope_freqs.weight"):
+        freqs = freqs / g.tensor("rope_freqs.weight")
+    elif kind == "llama3":
+        factor, low, high = (float(key("rope.scaling." + k)) for k in ("factor", "low_freq_factor", "high_freq_factor"))
+        original = float(key("rope.scaling.original_context_length"))
+        wavelength = 2 * np.pi / freqs
+        smooth = (original / wavelength - low) / (high - low)
+        freqs = np.where(wavelength < original / high, freqs,
+                         np.where(wavelength > original / low, freqs / factor,
+                                  (1 - smooth) * freqs / factor + smooth * freqs))
+    if kind == "linear":
+        freqs = freqs / float(key("rope.scaling.factor", 1.0))
+    return freqs
 
 
 def rms_norm(x, w, eps):
@@ -86,20 +132,20 @@ def rms_norm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def rope_normal(x, theta):
-    """llama.cpp NORMAL-mode RoPE on x: [T, n_heads, head_dim].
+def rope(x, freqs, neox):
+    """RoPE on x: [T, n_heads, head_dim] at positions 0..T-1; pair i turns by pos * freqs[i].
 
-    Rotates adjacent pairs (x[2i], x[2i+1]) of each head by angle pos * theta^(-2i/head_dim),
-    pos = 0..T-1.
+    llama.cpp's NORMAL mode pairs (x[2i], x[2i+1]); its NEOX mode (x[i], x[i + head_dim/2]).
     """
     T, _, hd = x.shape
-    freqs = theta ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)   # [hd/2]
     ang = np.arange(T, dtype=np.float64)[:, None] * freqs[None, :]    # [T, hd/2]
     cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]       # [T, 1, hd/2]
-    x0, x1 = x[..., 0::2], x[..., 1::2]                               # [T, H, hd/2]
+    first = np.arange(hd // 2) if neox else np.arange(0, hd, 2)      # [hd/2] each pair's first value
+    second = first + (hd // 2 if neox else 1)
+    x0, x1 = x[..., first], x[..., second]                            # [T, H, hd/2]
     out = np.empty_like(x)
-    out[..., 0::2] = x0 * cos - x1 * sin
-    out[..., 1::2] = x0 * sin + x1 * cos
+    out[..., first] = x0 * cos - x1 * sin
+    out[..., second] = x0 * sin + x1 * cos
     return out
 
 
@@ -113,14 +159,18 @@ def forward(m, token_ids):
     ids = np.asarray(token_ids, dtype=np.int64)
     T, H, KV, hd = len(ids), m.n_heads, m.n_kv_heads, m.head_dim
     group = H // KV
-    mask = np.triu(np.full((T, T), -np.inf), k=1)                     # [T, T] causal
+    query_pos, key_pos = np.arange(T)[:, None], np.arange(T)[None, :]
+    visible = key_pos <= query_pos                                    # [T, T] causal
+    if m.window:
+        visible &= key_pos > query_pos - m.window                     # within the sliding window
+    mask = np.where(visible, 0.0, -np.inf)
     x = m.tok_embd[ids]                                               # [T, dim]
     for L in m.layers:
         h = rms_norm(x, L["attn_norm"], m.eps)                        # [T, dim]
-        q = L["attn_q"](h).reshape(T, H, hd)                          # [T, H, hd]
-        k = L["attn_k"](h).reshape(T, KV, hd)                         # [T, KV, hd]
-        v = L["attn_v"](h).reshape(T, KV, hd)                         # [T, KV, hd]
-        q, k = rope_normal(q, m.theta), rope_normal(k, m.theta)
+        q = (L["attn_q"](h) + L["attn_q_bias"]).reshape(T, H, hd)     # [T, H, hd]
+        k = (L["attn_k"](h) + L["attn_k_bias"]).reshape(T, KV, hd)    # [T, KV, hd]
+        v = (L["attn_v"](h) + L["attn_v_bias"]).reshape(T, KV, hd)    # [T, KV, hd]
+        q, k = rope(q, m.freqs, m.neox), rope(k, m.freqs, m.neox)
         k = np.repeat(k, group, axis=1)                               # [T, H, hd]: head h -> kv h//group
         v = np.repeat(v, group, axis=1)
         s = np.einsum("thd,shd->hts", q, k) / np.sqrt(hd) + mask      # [H, T, T]
@@ -134,7 +184,3 @@ def forward(m, token_ids):
     x = rms_norm(x, m.output_norm, m.eps)
     return m.output(x)                                                # [T, vocab]
 
-
-def logits_for_tokens(gguf_path, token_ids):
-    """Load gguf_path and return float64 logits [len(token_ids), vocab] at every position."""
-    return forward(LlamaModel(gguf_path), token_ids)

@@ -1,6 +1,6 @@
 // Tiled attention with an online softmax against plain attention, query by query, at the
 // issue's sequence lengths and at tile sizes from 1x1 to 128x128 (including sizes that do not
-// divide the sequence). Both sum in FP32 in different orders and the tiled one rescales its sums
+// divide the sequence), without and with sliding windows (shorter and longer than a key tile). Both sum in FP32 in different orders and the tiled one rescales its sums
 // as the maximum moves: outputs (weighted means of values in [-1, 1]) agree within 2e-5. The
 // tiles run on the GEMM's float micro-kernel, so at every ISA level.
 #include <gtest/gtest.h>
@@ -24,6 +24,7 @@ struct Case {
   AttentionTiles tiles;
   int64_t head_dim = 64;
   GgmlType kv_type = GgmlType::F32;
+  int64_t window = 0;     // sliding window; 0: none
 };
 
 // The cache as kv_type stores it (rows of kv_dim values), and its values widened back.
@@ -41,7 +42,7 @@ class TiledAttention : public ::testing::TestWithParam<Case> {};
 
 TEST_P(TiledAttention, MatchesPlainAttention) {
   const Case c = GetParam();
-  const AttentionShape shape{8, 2, c.head_dim};  // grouped-query: 4 query heads per KV head
+  const AttentionShape shape{8, 2, c.head_dim, c.window};  // grouped-query: 4 query heads per KV head
   const int64_t dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
   const int64_t first = c.sequence - c.queries;
   std::mt19937 rng(static_cast<unsigned>(c.sequence + c.tiles.queries * 131 + c.tiles.keys));
@@ -90,6 +91,14 @@ std::vector<Case> cases() {
   // More 1x1 key tiles than a thread keeps packed at every level (each padded to a panel): the
   // first stay packed, the rest are packed again by every unit into the spare slot.
   out.push_back({4200, 29, {1, 1}});
+  // Sliding windows: inside one key tile, across several, and queries starting past the window
+  // (their first key tiles skipped, the packed ones of earlier query tiles reused or not).
+  out.push_back({512, 512, {64, 64}, 64, GgmlType::F32, 20});
+  out.push_back({512, 512, {8, 8}, 64, GgmlType::F16, 20});
+  out.push_back({300, 300, {7, 13}, 48, GgmlType::F32, 100});
+  out.push_back({2048, 96, {16, 64}, 64, GgmlType::BF16, 200});
+  out.push_back({200, 200, {1, 1}, 8, GgmlType::F32, 3});
+  out.push_back({4200, 29, {1, 1}, 64, GgmlType::F32, 1});
   return out;
 }
 
@@ -97,7 +106,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return "seq" + std::to_string(c.sequence) + "_q" + std::to_string(c.queries) + "_tile" +
          std::to_string(c.tiles.queries) + "x" + std::to_string(c.tiles.keys) + "_hd" + std::to_string(c.head_dim) + "_" +
-         std::string(ggml_type_name(c.kv_type));
+         std::string(ggml_type_name(c.kv_type)) + (c.window ? "_window" + std::to_string(c.window) : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, TiledAttention, ::testing::ValuesIn(cases()), case_name);
@@ -105,40 +114,43 @@ INSTANTIATE_TEST_SUITE_P(Cases, TiledAttention, ::testing::ValuesIn(cases()), ca
 // A decode step of several sequences: every query over its own cache, of its own length (from
 // one position to past two 64-row tiles), in one call, gives each query's one-query output bit for
 // bit, at any thread count (1 thread: units in order; 2, 3 and 5: split across queries, KV heads
-// and query heads), for every cache type.
+// and query heads), for every cache type, without and with a sliding window shorter than some
+// of the caches.
 TEST(SingleQueries, BatchGivesEachQueryItsOwnOutput) {
-  const AttentionShape shape{8, 2, 64};
-  const int64_t dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
-  const std::vector<int64_t> lengths = {1, 7, 64, 65, 150, 3, 1000};  // 1000: its groups split further
-  for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
-    std::mt19937 rng(static_cast<unsigned>(kv_type) + 5);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    std::vector<std::vector<float>> q(lengths.size(), std::vector<float>(dim));
-    std::vector<std::vector<std::byte>> key_caches, value_caches;
-    for (std::size_t s = 0; s < lengths.size(); ++s) {
-      for (float& x : q[s]) x = normal(rng);
-      std::vector<float> keys(lengths[s] * kv_dim), values(lengths[s] * kv_dim);
-      for (auto* v : {&keys, &values})
-        for (float& x : *v) x = normal(rng);
-      key_caches.push_back(encode_cache(kv_type, keys, lengths[s], kv_dim));
-      value_caches.push_back(encode_cache(kv_type, values, lengths[s], kv_dim));
-    }
-    std::vector<std::vector<float>> alone(lengths.size(), std::vector<float>(dim));
-    for (std::size_t s = 0; s < lengths.size(); ++s)
-      attention(alone[s].data(), q[s].data(), key_caches[s].data(), value_caches[s].data(), kv_type, lengths[s], shape);
-    const int threads_before = omp_get_max_threads();
-    for (int threads : {1, 2, 3, 5}) {
-      omp_set_num_threads(threads);
-      std::vector<std::vector<float>> together(lengths.size(), std::vector<float>(dim, -7.0f));
-      std::vector<AttentionQuery> batch;
+  for (int64_t window : {0, 100}) {
+    const AttentionShape shape{8, 2, 64, window};
+    const int64_t dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
+    const std::vector<int64_t> lengths = {1, 7, 64, 65, 150, 3, 1000};  // 1000: its groups split further
+    for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+      std::mt19937 rng(static_cast<unsigned>(kv_type) + 5);
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      std::vector<std::vector<float>> q(lengths.size(), std::vector<float>(dim));
+      std::vector<std::vector<std::byte>> key_caches, value_caches;
+      for (std::size_t s = 0; s < lengths.size(); ++s) {
+        for (float& x : q[s]) x = normal(rng);
+        std::vector<float> keys(lengths[s] * kv_dim), values(lengths[s] * kv_dim);
+        for (auto* v : {&keys, &values})
+          for (float& x : *v) x = normal(rng);
+        key_caches.push_back(encode_cache(kv_type, keys, lengths[s], kv_dim));
+        value_caches.push_back(encode_cache(kv_type, values, lengths[s], kv_dim));
+      }
+      std::vector<std::vector<float>> alone(lengths.size(), std::vector<float>(dim));
       for (std::size_t s = 0; s < lengths.size(); ++s)
-        batch.push_back({together[s].data(), q[s].data(), key_caches[s].data(), value_caches[s].data(), lengths[s]});
-      attention(batch, kv_type, shape);
-      for (std::size_t s = 0; s < lengths.size(); ++s)
-        EXPECT_EQ(together[s], alone[s]) << "query " << s << " (" << lengths[s] << " positions), " << threads
-                                         << " threads, " << ggml_type_name(kv_type);
+        attention(alone[s].data(), q[s].data(), key_caches[s].data(), value_caches[s].data(), kv_type, lengths[s], shape);
+      const int threads_before = omp_get_max_threads();
+      for (int threads : {1, 2, 3, 5}) {
+        omp_set_num_threads(threads);
+        std::vector<std::vector<float>> together(lengths.size(), std::vector<float>(dim, -7.0f));
+        std::vector<AttentionQuery> batch;
+        for (std::size_t s = 0; s < lengths.size(); ++s)
+          batch.push_back({together[s].data(), q[s].data(), key_caches[s].data(), value_caches[s].data(), lengths[s]});
+        attention(batch, kv_type, shape);
+        for (std::size_t s = 0; s < lengths.size(); ++s)
+          EXPECT_EQ(together[s], alone[s]) << "query " << s << " (" << lengths[s] << " positions), " << threads
+                                           << " threads, " << ggml_type_name(kv_type) << ", window " << window;
+      }
+      omp_set_num_threads(threads_before);
     }
-    omp_set_num_threads(threads_before);
   }
 }
 

@@ -364,6 +364,16 @@ TEST(OpCosts, AttentionCountsEveryQueryKeyPair) {
   const RegionCost decode = attention_cost(shape, 9, 1, 4);
   EXPECT_DOUBLE_EQ(decode.flops, 4 * 10 * (4 * 8 + 5));
   EXPECT_DOUBLE_EQ(decode.bytes, 10 * 2 * 16 * 4 + 2 * 32 * 4);
+  // A window of 4: positions 3, 4 and 5 meet 4 keys each, positions 1 and 2 their 2 and 3; the
+  // rows read run from the first query's first key.
+  const AttentionShape windowed{4, 2, 8, 4};
+  const RegionCost late = attention_cost(windowed, 3, 3, 2);
+  EXPECT_DOUBLE_EQ(late.flops, 4 * 12 * (4 * 8 + 5));
+  EXPECT_DOUBLE_EQ(late.bytes, 6 * 2 * 16 * 2 + 2 * 3 * 32 * 4);
+  EXPECT_DOUBLE_EQ(attention_cost(windowed, 1, 2, 2).flops, 4 * 5 * (4 * 8 + 5));
+  const RegionCost decode_windowed = attention_cost(windowed, 9, 1, 4);
+  EXPECT_DOUBLE_EQ(decode_windowed.flops, 4 * 4 * (4 * 8 + 5));
+  EXPECT_DOUBLE_EQ(decode_windowed.bytes, 4 * 2 * 16 * 4 + 2 * 32 * 4);
 }
 
 TEST(Roofs, TheBindingRoofIsChosenByIntensity) {

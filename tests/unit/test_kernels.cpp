@@ -543,25 +543,33 @@ TEST(Ops, MaxValueFindsTheMaximumAnywhere) {
   EXPECT_EQ(max_value(masked.data(), 3), -2.0f);
 }
 
-TEST(Ops, RopeRotatesAdjacentPairs) {
-  const int64_t heads = 2, head_dim = 8, pos = 5;
-  const float theta = 10000;
-  std::vector<float> v(heads * head_dim);
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.1f * static_cast<float>(i) - 0.3f;
-  std::vector<float> rotated = v, angles(head_dim);
-  rope_angles(angles.data(), head_dim, pos, theta);
-  rope(rotated.data(), heads, head_dim, angles.data());
-  for (int64_t h = 0; h < heads; ++h)
-    for (int64_t i = 0; i < head_dim; i += 2) {
-      const double angle = pos * std::pow(theta, -static_cast<double>(i) / head_dim);
-      const double x0 = v[h * head_dim + i], x1 = v[h * head_dim + i + 1];
-      EXPECT_NEAR(rotated[h * head_dim + i], x0 * std::cos(angle) - x1 * std::sin(angle), 1e-6);
-      EXPECT_NEAR(rotated[h * head_dim + i + 1], x0 * std::sin(angle) + x1 * std::cos(angle), 1e-6);
-    }
-  std::vector<float> at_zero = v;
-  rope_angles(angles.data(), head_dim, 0, theta);
-  rope(at_zero.data(), heads, head_dim, angles.data());
-  EXPECT_EQ(at_zero, v);
+// RoPE against its definition in double, in both pairings, with frequencies that are not one
+// theta's powers (each pair divided by its own factor, as Llama 3's are): pair i of a head is
+// (x[2i], x[2i+1]) (adjacent: llama) or (x[i], x[i + head_dim/2]) (halves: NEOX, qwen2), turned
+// by pos * frequencies[i]. The angles' cos and sin are rounded to FP32 and the turn is computed
+// in FP32: within 1e-6 of the double result for values below 1.
+TEST(Ops, RopeTurnsEachStylesPairsByTheirFrequencies) {
+  const int64_t heads = 3, head_dim = 8, pos = 37;
+  const std::vector<double> frequencies = {1.0, 0.1 / 2.7, 1e-3 / 8, 2e-5};
+  for (RopeStyle style : {RopeStyle::adjacent, RopeStyle::halves}) {
+    std::vector<float> v(heads * head_dim);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.07f * static_cast<float>(i) - 0.6f;
+    std::vector<float> rotated = v, angles(head_dim);
+    rope_angles(angles.data(), frequencies.data(), head_dim, pos);
+    rope(rotated.data(), heads, head_dim, angles.data(), style);
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < head_dim / 2; ++i) {
+        const int64_t a = h * head_dim + (style == RopeStyle::adjacent ? 2 * i : i);
+        const int64_t b = style == RopeStyle::adjacent ? a + 1 : a + head_dim / 2;
+        const double angle = pos * frequencies[i], x0 = v[a], x1 = v[b];
+        EXPECT_NEAR(rotated[a], x0 * std::cos(angle) - x1 * std::sin(angle), 1e-6) << "pair " << i << " of head " << h;
+        EXPECT_NEAR(rotated[b], x0 * std::sin(angle) + x1 * std::cos(angle), 1e-6) << "pair " << i << " of head " << h;
+      }
+    std::vector<float> at_zero = v;
+    rope_angles(angles.data(), frequencies.data(), head_dim, 0);
+    rope(at_zero.data(), heads, head_dim, angles.data(), style);
+    EXPECT_EQ(at_zero, v);
+  }
 }
 
 TEST(Ops, SwigluIsSiluTimesUp) {
@@ -573,16 +581,20 @@ TEST(Ops, SwigluIsSiluTimesUp) {
 }
 
 // Decode attention against a double-precision loop over the cache's widened values: head sizes
-// on and off the kernel's 32-float columns, positions past its 64-row tiles, every cache type;
-// and the same output, bit for bit, at 1, 2, 3 and 5 threads (a KV head's 4 query heads in one
-// unit, or split in runs of 2, with units left empty).
+// on and off the kernel's 32-float columns, positions past its 64-row tiles, every cache type,
+// sliding windows shorter than the positions (the query sees only the last `window`); and the
+// same output, bit for bit, at 1, 2, 3 and 5 threads (a KV head's 4 query heads in one unit, or
+// split in runs of 2, with units left empty).
 TEST(Attention, GroupedQueryMatchesNaiveDouble) {
   struct Config {
     int64_t head_dim, positions;
     GgmlType kv_type;
+    int64_t window = 0;
   };
-  for (const Config config : {Config{4, 11, GgmlType::F32}, Config{48, 100, GgmlType::F16}, Config{128, 70, GgmlType::BF16}}) {
-    const AttentionShape shape{8, 2, config.head_dim};
+  for (const Config config : {Config{4, 11, GgmlType::F32}, Config{48, 100, GgmlType::F16}, Config{128, 70, GgmlType::BF16},
+                              Config{4, 11, GgmlType::F32, 5}, Config{48, 150, GgmlType::F16, 70},
+                              Config{64, 40, GgmlType::F32, 40}}) {
+    const AttentionShape shape{8, 2, config.head_dim, config.window};
     const int64_t positions = config.positions, kv_dim = shape.n_kv_heads * shape.head_dim;
     std::mt19937 rng(9);
     std::uniform_real_distribution<float> dist(-1, 1);
@@ -603,7 +615,7 @@ TEST(Attention, GroupedQueryMatchesNaiveDouble) {
       omp_set_num_threads(t);
       std::vector<float> again(q.size());
       attention(again.data(), q.data(), key_cache.data(), value_cache.data(), config.kv_type, positions, shape);
-      EXPECT_EQ(again, out) << t << " threads, head_dim " << config.head_dim;
+      EXPECT_EQ(again, out) << t << " threads, head_dim " << config.head_dim << ", window " << config.window;
     }
     omp_set_num_threads(threads);
 
@@ -611,7 +623,8 @@ TEST(Attention, GroupedQueryMatchesNaiveDouble) {
       const int64_t kv = h / (shape.n_heads / shape.n_kv_heads);  // heads 0-3 read kv 0, 4-7 kv 1
       std::vector<double> p(positions);
       double total = 0;
-      for (int64_t t = 0; t < positions; ++t) {
+      const int64_t first = config.window > 0 ? std::max<int64_t>(0, positions - config.window) : 0;
+      for (int64_t t = first; t < positions; ++t) {
         double dot = 0;
         for (int64_t i = 0; i < shape.head_dim; ++i)
           dot += q[h * shape.head_dim + i] * keys[t * kv_dim + kv * shape.head_dim + i];
@@ -620,9 +633,10 @@ TEST(Attention, GroupedQueryMatchesNaiveDouble) {
       }
       for (int64_t i = 0; i < shape.head_dim; ++i) {
         double expected = 0;
-        for (int64_t t = 0; t < positions; ++t) expected += p[t] / total * values[t * kv_dim + kv * shape.head_dim + i];
-        EXPECT_NEAR(out[h * shape.head_dim + i], expected, 1e-5)
-            << "head " << h << ", head_dim " << config.head_dim << ", " << ggml_type_name(config.kv_type);
+        for (int64_t t = first; t < positions; ++t) expected += p[t] / total * values[t * kv_dim + kv * shape.head_dim + i];
+        EXPECT_NEAR(out[h * shape.head_dim + i], expected, 1e-5) << "head " << h << ", head_dim " << config.head_dim << ", "
+                                                                 << ggml_type_name(config.kv_type) << ", window "
+                                                                 << config.window;
       }
     }
   }
