@@ -9,6 +9,7 @@
 #include <set>
 #include <string_view>
 
+#include "engine/tokenizer/bpe.hpp"
 #include "engine/tokenizer/tokenizer.hpp"
 #include "engine/util/error.hpp"
 
@@ -106,15 +107,8 @@ SyntheticVocab sentencepiece_vocab(int64_t vocab_size) {
   return v;
 }
 
-// GPT-2's code point for a byte: printable bytes stand for themselves, the others for U+0100
-// onwards in byte order.
-int gpt2_code_point(int byte) {
-  const auto prints = [](int b) { return (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || b >= 0xae; };
-  if (prints(byte)) return byte;
-  int code = 256;
-  for (int b = 0; b < byte; ++b) code += prints(b) ? 0 : 1;
-  return code;
-}
+// GPT-2's symbol for one byte (the tokenizer's byte-to-unicode map).
+std::string byte_symbol(int byte) { return to_byte_alphabet(std::string(1, static_cast<char>(byte))); }
 
 struct SpecialToken {
   std::string text;
@@ -169,8 +163,9 @@ SyntheticVocab bpe_vocab(int64_t vocab_size, SyntheticVocabKind kind) {
   // The byte symbols in code point order: the printable bytes, then the others (GPT-2's order).
   std::array<int, 256> bytes;
   std::iota(bytes.begin(), bytes.end(), 0);
-  std::sort(bytes.begin(), bytes.end(), [](int a, int b) { return gpt2_code_point(a) < gpt2_code_point(b); });
-  for (int byte : bytes) add(gpt2_byte_symbol(static_cast<uint8_t>(byte)), TokenType::Normal);
+  // In code point order, which UTF-8's byte order keeps.
+  std::sort(bytes.begin(), bytes.end(), [](int a, int b) { return byte_symbol(a) < byte_symbol(b); });
+  for (int byte : bytes) add(byte_symbol(byte), TokenType::Normal);
   // A word's prefixes, each the merge of the one before and the next character.
   auto add_with_merges = [&](const std::string& word) {
     std::size_t previous = 0;
@@ -207,12 +202,6 @@ SyntheticVocab bpe_vocab(int64_t vocab_size, SyntheticVocabKind kind) {
 }
 
 }  // namespace
-
-std::string gpt2_byte_symbol(uint8_t byte) {
-  const int code = gpt2_code_point(byte);
-  if (code < 0x80) return std::string(1, static_cast<char>(code));
-  return {static_cast<char>(0xc0 | (code >> 6)), static_cast<char>(0x80 | (code & 0x3f))};
-}
 
 SyntheticVocab make_synthetic_vocab(int64_t vocab_size, SyntheticVocabKind kind) {
   return kind == SyntheticVocabKind::sentencepiece ? sentencepiece_vocab(vocab_size) : bpe_vocab(vocab_size, kind);

@@ -35,8 +35,4 @@ struct SyntheticVocab {
 // U+2581 and printable ASCII), 513 for llama3, 279 for qwen2 (bytes, specials, one merge).
 SyntheticVocab make_synthetic_vocab(int64_t vocab_size, SyntheticVocabKind kind = SyntheticVocabKind::sentencepiece);
 
-// GPT-2's byte-to-unicode map: the symbol (UTF-8) that stands for `byte` in a byte-level BPE
-// vocabulary. Printable bytes stand for themselves; the others for U+0100 onwards, in byte order.
-std::string gpt2_byte_symbol(uint8_t byte);
-
 }  // namespace cpullm

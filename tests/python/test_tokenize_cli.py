@@ -70,3 +70,18 @@ def test_a_synthetic_models_vocabulary(ctx):
     assert ids[0] == 1 and len(ids) == 5
     assert tokenize(ctx, "-m", model, "-p", "once upon a time", "--no-bos") == ids[1:]
     assert tokenize(ctx, "-m", model, "-p", "") == [1]
+
+
+@pytest.mark.parametrize("shape", ["llama3-8b", "qwen2.5-7b"])
+def test_generate_on_a_bpe_shape_decodes_through_its_vocabulary(ctx, shape):
+    """A 2-layer cut of the Llama 3 / Qwen2.5 shape with its full byte-level BPE vocabulary:
+    generate tokenizes the prompt as `tokenize` does and prints it and the new tokens as text."""
+    model = os.path.join(ctx.workdir, f"{shape}-2l.gguf")
+    run([ctx.cpullm, "gen-model", "--shape", shape, "--layers", "2", "--dim", "64", "--ffn", "160", "--heads", "4",
+         "--kv-heads", "2", "--dtype", "f32", "--seed", "3", "-o", model])
+    prompt = "Hello world, once upon a time"
+    ids = tokenize(ctx, "-m", model, "-p", prompt)
+    assert len(ids) < len(prompt), ids  # merges, not one token a byte
+    out = run([ctx.cpullm, "generate", "-m", model, "-p", prompt, "-n", "8", "--temp", "0", "-t", "2"])
+    assert out.stdout.startswith(prompt), out.stdout
+    assert f"prompt {len(ids)} tokens" in out.stderr, out.stderr

@@ -10,6 +10,7 @@
 #include "engine/model/model.hpp"
 #include "engine/synthetic/synthetic_model.hpp"
 #include "engine/synthetic/synthetic_vocab.hpp"
+#include "engine/tokenizer/bpe.hpp"
 #include "engine/tokenizer/tokenizer.hpp"
 #include "engine/util/error.hpp"
 #include "tests/unit/test_support.hpp"
@@ -75,11 +76,11 @@ TEST(SyntheticVocab, BpeMergesBuildEveryTokenFromTwoEarlierOnes) {
     EXPECT_TRUE(v.scores.empty());
     EXPECT_EQ(std::set<std::string>(v.pieces.begin(), v.pieces.end()).size(), 1024u);
     std::set<std::string> byte_symbols;
-    for (int byte = 0; byte < 256; ++byte) byte_symbols.insert(gpt2_byte_symbol(static_cast<uint8_t>(byte)));
+    for (int byte = 0; byte < 256; ++byte) byte_symbols.insert(to_byte_alphabet(std::string(1, static_cast<char>(byte))));
     EXPECT_EQ(byte_symbols, std::set<std::string>(v.pieces.begin(), v.pieces.begin() + 256));
     EXPECT_EQ(v.pieces[0], "!");
     EXPECT_EQ(v.pieces[188], "\xc4\x80");        // U+0100: byte 0
-    EXPECT_EQ(gpt2_byte_symbol(' '), "\xc4\xa0");  // U+0120, the Ġ before words
+    EXPECT_EQ(to_byte_alphabet(" "), "\xc4\xa0");  // U+0120, the Ġ before words
     std::map<std::string, int64_t> id;
     for (std::size_t i = 0; i < v.pieces.size(); ++i) id[v.pieces[i]] = static_cast<int64_t>(i);
     for (std::size_t rank = 0; rank < v.merges.size(); ++rank) {
