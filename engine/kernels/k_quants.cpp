@@ -340,12 +340,8 @@ void quantize_row_q3_k(const float* x, std::byte* row, int64_t n) {
   float scales[kSuperBlock / 16];
   for (int64_t b = 0; b < n / kSuperBlock; ++b, x += kSuperBlock) {
     BlockQ3_K& y = out[b];
-    float max_scale = 0, amax = 0;  // the scale of largest magnitude, sign kept
-    for (int j = 0; j < kSuperBlock / 16; ++j) {
-      scales[j] = fit_q3(16, 4, x + 16 * j, levels + 16 * j, true);
-      const float scale = std::fabs(scales[j]);
-      if (scale > amax) amax = scale, max_scale = scales[j];
-    }
+    for (int j = 0; j < kSuperBlock / 16; ++j) scales[j] = fit_q3(16, 4, x + 16 * j, levels + 16 * j, true);
+    const float max_scale = signed_extreme(kSuperBlock / 16, scales);
     std::memset(y.scales, 0, kPackedScales);
     if (max_scale != 0) {
       const float iscale = -32.f / max_scale;
@@ -423,13 +419,9 @@ void quantize_row_q6_k(const float* x, std::byte* row, int64_t n) {
   float scales[kSuperBlock / 16];
   for (int64_t b = 0; b < n / kSuperBlock; ++b, x += kSuperBlock) {
     BlockQ6_K& y = out[b];
-    float max_scale = 0, max_abs_scale = 0;  // the scale of largest magnitude, sign kept
-    for (int j = 0; j < kSuperBlock / 16; ++j) {
-      scales[j] = fit_symmetric(16, 32, x + 16 * j, levels + 16 * j, 1, nullptr);
-      const float abs_scale = std::fabs(scales[j]);
-      if (abs_scale > max_abs_scale) max_abs_scale = abs_scale, max_scale = scales[j];
-    }
-    if (max_abs_scale < kGroupMaxEps) {
+    for (int j = 0; j < kSuperBlock / 16; ++j) scales[j] = fit_symmetric(16, 32, x + 16 * j, levels + 16 * j, 1, nullptr);
+    const float max_scale = signed_extreme(kSuperBlock / 16, scales);
+    if (std::fabs(max_scale) < kGroupMaxEps) {
       std::memset(&y, 0, sizeof y);
       y.d = fp32_to_fp16(0.f);
       continue;
