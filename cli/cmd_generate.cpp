@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "cli/chat_options.hpp"
 #include "cli/commands.hpp"
 #include "cli/config_file.hpp"
 #include "cli/run_options.hpp"
@@ -20,6 +21,7 @@ struct GenerateOptions {
   int n_predict = 128;
   bool ignore_eos = false;
   bool special = false;  // control tokens' text in the prompt as those tokens
+  ChatOptions chat;      // --chat: the prompt is a user's message in the chat template
 };
 
 using Clock = std::chrono::steady_clock;
@@ -57,7 +59,10 @@ void run_generate(const GenerateOptions& o) {
   std::fprintf(stderr, "cpullm: memory plan: %s\n", model.memory_plan().describe().c_str());
   std::fprintf(stderr, "cpullm: run: %s\n", session.describe().c_str());
 
-  const std::vector<int32_t> prompt = tokenizer.encode(o.prompt, true, o.special);
+  // A chat prints the answer alone; a plain prompt is printed before its continuation.
+  const std::vector<int32_t> prompt = o.chat.chat ? chat_prompt(o.chat, o.prompt, model.file(), tokenizer).tokens
+                                                  : tokenizer.encode(o.prompt, true, o.special);
+  const std::string echoed = o.chat.chat ? std::string() : o.prompt;
   if (prompt.empty()) fail("{}: the prompt is empty and the vocabulary adds no BOS token: give one with -p", o.run.model);
   if (static_cast<int64_t>(prompt.size()) + o.n_predict > model.context())
     fail("the prompt ({} tokens) plus -n {} exceeds the context of {} positions; raise -c or lower -n", prompt.size(),
@@ -69,7 +74,7 @@ void run_generate(const GenerateOptions& o) {
   for (int s = 0; s < sequences; ++s) decoders.emplace_back(tokenizer);
   const bool stream = sequences == 1;  // several sequences print when they are done
   if (stream) {
-    std::fputs(o.prompt.c_str(), stdout);
+    std::fputs(echoed.c_str(), stdout);
     std::fflush(stdout);
   }
 
@@ -106,7 +111,7 @@ void run_generate(const GenerateOptions& o) {
   for (int s = 0; s < sequences; ++s) {
     texts[s] += decoders[s].finish();
     if (stream) std::fputs((texts[s] + "\n").c_str(), stdout);
-    else std::printf("--- sequence %d ---\n%s%s\n", s, o.prompt.c_str(), texts[s].c_str());
+    else std::printf("--- sequence %d ---\n%s%s\n", s, echoed.c_str(), texts[s].c_str());
   }
 
   const double prompt_seconds = seconds_between(start, prompt_done);
@@ -139,6 +144,7 @@ void register_generate(CLI::App& app) {
   command->add_option("-n,--n-predict", options->n_predict, "Tokens to generate")->check(CLI::Range(0, 1 << 24));
   command->add_flag("--ignore-eos", options->ignore_eos, "Keep generating past the tokens that end generation (EOS, EOT, ...)");
   command->add_flag("--special", options->special, "Read control tokens in the prompt (<|eot_id|>, <|im_start|>) as those tokens");
+  add_chat_options(*command, options->chat);
   add_run_options(*command, options->run, kAllRunFlags);
   command->callback([options, command, config_file] {
     apply_config_file(*command, *config_file);

@@ -103,7 +103,8 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
     fail_file(path, "tokenizer.ggml.add_bos_token is true, but the file has no tokenizer.ggml.bos_token_id");
   t.add_space_prefix_ = spm && file.bool_or("tokenizer.ggml.add_space_prefix", true);
 
-  for (int32_t id : {special("tokenizer.ggml.eos_token_id", spm ? 2 : -1), special("tokenizer.ggml.eot_token_id", -1),
+  t.eos_ = special("tokenizer.ggml.eos_token_id", spm ? 2 : -1);
+  for (int32_t id : {t.eos_, special("tokenizer.ggml.eot_token_id", -1),
                      special("tokenizer.ggml.eom_token_id", -1)})
     if (id >= 0) t.end_of_generation_.push_back(id);
   for (std::string_view piece : kEndOfGenerationPieces) {
@@ -135,14 +136,21 @@ bool Tokenizer::ends_generation(int32_t token) const {
 }
 
 // Leftmost first, and at one place the longest, as Hugging Face's tokenizers match added tokens.
-std::vector<Tokenizer::Fragment> Tokenizer::split_specials(std::string_view text, bool parse_special) const {
+std::vector<Tokenizer::Fragment> Tokenizer::split_specials(std::string_view text, bool parse_special,
+                                                          std::span<const TextRange> literal) const {
+  // Whether bytes [begin, end) touch a literal range, where only user-defined tokens are matched.
+  auto in_literal = [&](std::size_t begin, std::size_t end) {
+    return std::any_of(literal.begin(), literal.end(), [&](const TextRange& r) { return begin < r.end && r.begin < end; });
+  };
   std::vector<Fragment> fragments;
   std::size_t plain = 0;  // where the text not yet in a fragment starts
   for (std::size_t i = 0; i < text.size();) {
     int32_t found = -1;
     for (int32_t id : specials_[static_cast<unsigned char>(text[i])]) {
-      if (!parse_special && vocab_.types[id] != TokenType::UserDefined) continue;
-      if (text.substr(i).starts_with(vocab_.pieces[id])) {
+      const bool user_defined = vocab_.types[id] == TokenType::UserDefined;
+      if (!parse_special && !user_defined) continue;
+      if (!text.substr(i).starts_with(vocab_.pieces[id])) continue;
+      if (user_defined || !in_literal(i, i + vocab_.pieces[id].size())) {
         found = id;
         break;
       }
@@ -161,6 +169,15 @@ std::vector<Tokenizer::Fragment> Tokenizer::split_specials(std::string_view text
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+  return encode_fragments(text, add_special, parse_special, {});
+}
+
+std::vector<int32_t> Tokenizer::encode_chat(std::string_view text, std::span<const TextRange> literal) const {
+  return encode_fragments(text, false, true, literal);
+}
+
+std::vector<int32_t> Tokenizer::encode_fragments(std::string_view text, bool add_special, bool parse_special,
+                                                 std::span<const TextRange> literal) const {
   if (model_ == TokenizerModel::bpe) {
     for (std::size_t i = 0; i < text.size();) {
       const std::size_t length = utf8_sequence_length(text, i);
@@ -173,7 +190,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
   std::vector<int32_t> out;
   if (add_special && add_bos_) out.push_back(bos_);
   bool after_special = true;  // the start of the text counts as following one
-  for (const Fragment& fragment : split_specials(text, parse_special)) {
+  for (const Fragment& fragment : split_specials(text, parse_special, literal)) {
     if (fragment.token >= 0) out.push_back(fragment.token);
     else encode_plain(fragment.text, after_special, out);
     after_special = fragment.token >= 0;

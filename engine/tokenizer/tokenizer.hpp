@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +22,12 @@ class GgufFile;
 
 enum class TokenizerModel { spm, bpe };
 
+// Bytes [begin, end) of a text.
+struct TextRange {
+  std::size_t begin;  // first byte
+  std::size_t end;    // one past the last
+};
+
 class Tokenizer {
  public:
   static Tokenizer from_gguf(const GgufFile& file);
@@ -34,11 +41,16 @@ class Tokenizer {
   // always become themselves. Byte-level BPE refuses text that is not UTF-8; SentencePiece gives
   // such bytes their byte pieces. Empty text gives BOS alone, or nothing.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special = false) const;
+  // A rendered chat prompt: no BOS is added (the template writes its own), control tokens are
+  // parsed, except inside `literal`, the ranges that hold what a user wrote (each message's
+  // content): a user who types "<|im_end|>" gets that text, never the token.
+  std::vector<int32_t> encode_chat(std::string_view text, std::span<const TextRange> literal) const;
   // The bytes a token stands for; control and unused tokens stand for none.
   std::string token_bytes(int32_t token) const;
 
   TokenizerModel model() const { return model_; }
   int32_t bos() const { return bos_; }  // -1: the vocabulary has none
+  int32_t eos() const { return eos_; }  // -1: the vocabulary has none
   bool adds_bos() const { return add_bos_; }
   // SentencePiece's space before the text, which the decoder drops after BOS.
   bool adds_space_prefix() const { return add_space_prefix_; }
@@ -56,7 +68,10 @@ class Tokenizer {
     std::string_view text;  // empty for a special token
     int32_t token;          // -1 for plain text
   };
-  std::vector<Fragment> split_specials(std::string_view text, bool parse_special) const;
+  std::vector<Fragment> split_specials(std::string_view text, bool parse_special,
+                                       std::span<const TextRange> literal) const;
+  std::vector<int32_t> encode_fragments(std::string_view text, bool add_special, bool parse_special,
+                                        std::span<const TextRange> literal) const;
   void encode_plain(std::string_view text, bool after_special, std::vector<int32_t>& out) const;
 
   Vocabulary vocab_;
@@ -64,6 +79,7 @@ class Tokenizer {
   std::optional<PreTokenizer> pre_;  // BPE only
   BpeMerges merges_;                 // BPE only
   int32_t bos_ = -1;
+  int32_t eos_ = -1;
   bool add_bos_ = false;
   bool add_space_prefix_ = false;
   std::vector<int32_t> end_of_generation_;  // sorted
