@@ -54,7 +54,7 @@ nlohmann::json formats_json() {
                    {"output_layer", weight_format(f.output_layer).name},
                    {"llama_file_type", f.llama_file_type ? nlohmann::json(*f.llama_file_type) : nlohmann::json()},
                    {"kernels", {{"scalar", f.dot.scalar != nullptr}, {"avx2", f.dot.avx2 != nullptr}, {"avx512", f.dot.avx512 != nullptr}}},
-                   {"gemm", f.gemm.panels == GemmPanels::none ? "none" : f.gemm.panels == GemmPanels::f32 ? "f32" : "integer"},
+                   {"gemm", gemm_panels_name(f.gemm.panels)},
                    {"gemm_nibbles", f.gemm.nibbles}});
   }
   return out;
@@ -62,12 +62,12 @@ nlohmann::json formats_json() {
 
 void run_formats(const InfoOptions& o) {
   if (o.json) return (void)std::printf("%s\n", nlohmann::json{{"formats", formats_json()}}.dump(2).c_str());
-  std::printf("%-13s %-20s %5s %6s %6s %6s  %s\n", "name", "ggml type", "block", "bytes", "bits", "gemm", "layout");
+  std::printf("%-13s %-20s %5s %6s %6s %10s  %s\n", "name", "ggml type", "block", "bytes", "bits", "gemm", "layout");
   for (const WeightFormat& f : weight_formats())
-    std::printf("%-13s %-20s %5ld %6ld %6.2f %6s  %s\n", std::string(f.name).c_str(),
+    std::printf("%-13s %-20s %5ld %6ld %6.2f %10s  %s\n", std::string(f.name).c_str(),
                 fmt::format("{} ({})", f.traits().name, static_cast<uint32_t>(f.type)).c_str(), f.traits().block_elements,
                 f.traits().block_bytes, f.bits_per_weight(),
-                f.gemm.panels == GemmPanels::none ? "none" : f.gemm.panels == GemmPanels::f32 ? "f32" : "int",
+                std::string(gemm_panels_name(f.gemm.panels)).c_str(),
                 std::string(f.layout).c_str());
 }
 

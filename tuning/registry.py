@@ -34,7 +34,7 @@ def formats(cpullm=None):
     """{name: entry} of every weight format, in the registry's order. An entry has name,
     ggml_type (number), ggml_name, block_elements, block_bytes, row_bytes_extra, row_group,
     bits_per_weight, activations (f32 | q8_0), plain (the _R8 types' plain format), output_layer
-    (what quantize gives the output layer), llama_file_type, gemm (f32 | integer | none) and
+    (what quantize gives the output layer), llama_file_type, gemm (f32 | integer | sub-blocks | none) and
     gemm_nibbles."""
     return {f["name"]: f for f in _info(cpullm or default_cpullm(), "--formats")["formats"]}
 

@@ -15,6 +15,13 @@
 //     R rows' FP32 scales. One int32 lane per row takes 4 products at once (vpdpbusd, or
 //     maddubs + madd). The bytes encode the weights as the micro-kernel multiplies them
 //     (PanelWeights).
+//   sub-block panels (Q4_1, Q5_0, Q5_1 and the K-quants, whose values are scale * q + offset per
+//     sub-block of 32 or 16): the same 8 groups of R rows x 4 bytes, holding q unsigned (0..63) as
+//     stored, then R FP32 scales of each 16-value half of the block, then R FP32 offsets of each
+//     half. A block's output is as * (scale * sum(q * a) + offset * sum(a)) per half, with the
+//     activations' half sums computed once per token (ActivationBlock::half_sums). Formats with
+//     32-value sub-blocks repeat the scale and offset in both halves, so that their tile sums the
+//     block's products at once.
 // Panels are packed per tile at run time and never stored: the weights stay as they are in the
 // mapping, shared by every process that maps the file (docs/kernels.md measures the cost).
 #pragma once
@@ -34,6 +41,8 @@ namespace cpullm {
 struct ActivationBlock {
   float scale;             // the Q8_0 block's FP16 scale, in FP32
   int32_t offset_sum;      // -128 * (q[0] + ... + q[31])
+  float half_sums[2];      // scale * (q[0] + ... + q[15]), scale * (q[16] + ... + q[31]): what the
+                           // sub-block panels' offsets multiply
   int8_t q[kQuantBlock];   // the quantized values
 };
 
@@ -69,6 +78,7 @@ enum class PanelWeights : uint8_t {
   Plus128,  // w + 128, unsigned (vpdpbusd multiplies unsigned weights by signed activations)
   Plus8,    // w + 8, 0..15: Q4_0's nibbles as stored (Q4_0 formats only). Small enough for
             // maddubs to multiply unsigned and for int16 sums of a whole block
+  Unsigned, // q, 0..63, as the sub-block formats store it (sub-block panels only)
 };
 
 // A micro-kernel over integer panels, its register tile and the encoding it reads.
@@ -85,8 +95,11 @@ struct GemmKernels {
   IntegerTileKernel integer;     // Q8_0 and INT8 per channel (their weights fill a signed byte)
   IntegerTileKernel q4_0;        // Q4_0 and CPULLM_Q4_0_R8: `integer` where the level gains nothing
                                  // from the smaller range
+  IntegerTileKernel sub_blocks;  // sub-block panels, each half of a block scaled on its own
+  IntegerTileKernel whole_blocks;// sub-block panels whose halves share scale and offset (32-value
+                                 // sub-blocks): one sum per block
 };
-// The integer micro-kernel that `type` goes through (the registry's GemmEntry::nibbles picks it).
+// The integer micro-kernel that `type` goes through (the registry's GemmEntry picks it).
 const IntegerTileKernel& integer_tile_kernel(const GemmKernels& kernels, GgmlType type);
 
 const GemmKernels& scalar_gemm_kernels();
@@ -97,6 +110,13 @@ const GemmKernels& gemm_kernels(Isa isa);
 
 // Bytes of one block of an integer panel of R rows: 32 weights and one FP32 scale per row.
 constexpr int64_t integer_panel_block_bytes(int rows) { return rows * (kQuantBlock + 4); }
+// Bytes of one block of a sub-block panel of R rows: 32 weights, two scales and two offsets per row.
+constexpr int64_t sub_block_panel_block_bytes(int rows) { return rows * (kQuantBlock + 16); }
+// The bytes per block of the panels `kernel` reads.
+constexpr int64_t panel_block_bytes(const IntegerTileKernel& kernel) {
+  return kernel.weights == PanelWeights::Unsigned ? sub_block_panel_block_bytes(kernel.rows)
+                                                  : integer_panel_block_bytes(kernel.rows);
+}
 
 // panel (depth, R) = rows [r0, r0 + R) of a float-format matrix over columns [k0, k0 + depth);
 // rows past w.rows are zeros.
@@ -115,7 +135,7 @@ void pack_integer_rows(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t bl
 template <typename Block>
 void pack_interleaved_rows(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t blocks, int R, PanelWeights encoding,
                            std::byte* panel);
-// out (cols / 32) = x (cols) quantized as Q8_0 (quantize_row_q8_0's rounding), with offset sums.
+// out (cols / 32) = x (cols) quantized as Q8_0 (quantize_row_q8_0's rounding), with offset and half sums.
 void quantize_activations(const float* x, ActivationBlock* out, int64_t cols);
 
 // The end of every micro-kernel: tile (N, R) holds its outputs, of which the first `rows` of

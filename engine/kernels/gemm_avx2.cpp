@@ -94,12 +94,75 @@ void integer_tile_of(const IntegerTile& t) {
   write_tile<kIntegerRows>(&tile[0][0], t.y, t.y_stride, t.rows, t.tokens, t.accumulate);
 }
 
+// Sub-block panels: the values q are unsigned and at most 63, so a maddubs pair against Q8_0
+// activations (|a| <= 127) is at most 2 * 63 * 127 = 16002, and two groups' pairs add in int16
+// before one madd widens them. Per half of the block (kWhole: per block) the exact int32 sums
+// are scaled; the offsets multiply the activations' half sums.
+template <int N, bool kWhole>
+void sub_block_tile_of(const IntegerTile& t) {
+  constexpr int kParts = kWhole ? 1 : 2, kGroups = kQuantBlock / 4 / kParts;  // groups of 4 columns a part
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[N];
+  #pragma GCC unroll 8
+  for (int n = 0; n < N; ++n) acc[n] = _mm256_setzero_ps();
+  const std::byte* block = t.panel;
+  for (int64_t b = 0; b < t.blocks; ++b, block += sub_block_panel_block_bytes(kIntegerRows)) {
+    const auto* factors = reinterpret_cast<const float*>(block + kQuantBlock * kIntegerRows);  // scales, offsets (2, R)
+    const ActivationBlock* a[N];
+    #pragma GCC unroll 8
+    for (int n = 0; n < N; ++n) a[n] = t.a + n * t.a_stride + b;
+    #pragma GCC unroll 2
+    for (int part = 0; part < kParts; ++part) {
+      __m256i sums[N];
+      #pragma GCC unroll 8
+      for (int n = 0; n < N; ++n) sums[n] = _mm256_setzero_si256();
+      #pragma GCC unroll 4
+      for (int g = part * kGroups; g < (part + 1) * kGroups; g += 2) {
+        const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(block + g * 4 * kIntegerRows));
+        const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(block + (g + 1) * 4 * kIntegerRows));
+        #pragma GCC unroll 8
+        for (int n = 0; n < N; ++n) {
+          int32_t quads[2];
+          std::memcpy(quads, a[n]->q + 4 * g, 8);
+          const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(w0, _mm256_set1_epi32(quads[0])),
+                                                 _mm256_maddubs_epi16(w1, _mm256_set1_epi32(quads[1])));
+          sums[n] = _mm256_add_epi32(sums[n], _mm256_madd_epi16(pairs, ones));
+        }
+      }
+      const __m256 scales = _mm256_load_ps(factors + part * kIntegerRows);
+      #pragma GCC unroll 8
+      for (int n = 0; n < N; ++n)
+        acc[n] = _mm256_fmadd_ps(_mm256_mul_ps(scales, _mm256_set1_ps(a[n]->scale)), _mm256_cvtepi32_ps(sums[n]), acc[n]);
+    }
+    const __m256 offsets0 = _mm256_load_ps(factors + 2 * kIntegerRows);
+    #pragma GCC unroll 8
+    for (int n = 0; n < N; ++n) {
+      if constexpr (kWhole) {
+        acc[n] = _mm256_fmadd_ps(offsets0, _mm256_set1_ps(a[n]->half_sums[0] + a[n]->half_sums[1]), acc[n]);
+      } else {
+        const __m256 offsets1 = _mm256_load_ps(factors + 3 * kIntegerRows);
+        acc[n] = _mm256_fmadd_ps(offsets0, _mm256_set1_ps(a[n]->half_sums[0]), acc[n]);
+        acc[n] = _mm256_fmadd_ps(offsets1, _mm256_set1_ps(a[n]->half_sums[1]), acc[n]);
+      }
+    }
+  }
+  alignas(32) float tile[N][kIntegerRows];
+  #pragma GCC unroll 8
+  for (int n = 0; n < N; ++n) _mm256_store_ps(tile[n], acc[n]);
+  write_tile<kIntegerRows>(&tile[0][0], t.y, t.y_stride, t.rows, t.tokens, t.accumulate);
+}
+
 void float_tile(const FloatTile& t) {
   with_token_count<kFloatTokens>(t.tokens, [&]<int N>() { float_tile_of<N>(t); });
 }
 template <PanelWeights kWeights>
 void integer_tile(const IntegerTile& t) {
   with_token_count<kIntegerTokens>(t.tokens, [&]<int N>() { integer_tile_of<N, kWeights>(t); });
+}
+
+template <bool kWhole>
+void sub_block_tile(const IntegerTile& t) {
+  with_token_count<kIntegerTokens>(t.tokens, [&]<int N>() { sub_block_tile_of<N, kWhole>(t); });
 }
 
 }  // namespace
@@ -109,7 +172,9 @@ const GemmKernels& avx2_gemm_kernels() {
                                               PanelWeights::Signed};
   static constexpr IntegerTileKernel kQ4_0{integer_tile<PanelWeights::Plus8>, kIntegerRows, kIntegerTokens,
                                            PanelWeights::Plus8};
-  static const GemmKernels kernels{float_tile, kFloatRows, kFloatTokens, kInteger, kQ4_0};
+  static constexpr IntegerTileKernel kSubBlocks{sub_block_tile<false>, kIntegerRows, kIntegerTokens, PanelWeights::Unsigned};
+  static constexpr IntegerTileKernel kWholeBlocks{sub_block_tile<true>, kIntegerRows, kIntegerTokens, PanelWeights::Unsigned};
+  static const GemmKernels kernels{float_tile, kFloatRows, kFloatTokens, kInteger, kQ4_0, kSubBlocks, kWholeBlocks};
   return kernels;
 }
 

@@ -42,9 +42,20 @@ __m256i encode(__m256i weights, PanelWeights encoding) {
   switch (encoding) {
     case PanelWeights::Plus128: return _mm256_xor_si256(weights, _mm256_set1_epi8(static_cast<char>(0x80)));
     case PanelWeights::Plus8: return _mm256_add_epi8(weights, _mm256_set1_epi8(Q4_0Row::kZeroPoint));
-    case PanelWeights::Signed: break;
+    case PanelWeights::Signed:
+    case PanelWeights::Unsigned: break;  // the byte formats' packers are never asked for Unsigned
   }
   return weights;
+}
+
+const char* panel_weights_name(PanelWeights encoding) {
+  switch (encoding) {
+    case PanelWeights::Signed: return "signed bytes";
+    case PanelWeights::Plus128: return "w + 128";
+    case PanelWeights::Plus8: return "w + 8";
+    case PanelWeights::Unsigned: return "unsigned sub-block values";
+  }
+  return "?";
 }
 
 }  // namespace
@@ -148,15 +159,19 @@ void pack_float_panel(const WeightMatrix& w, int64_t r0, int64_t k0, int64_t dep
 }
 
 const IntegerTileKernel& integer_tile_kernel(const GemmKernels& kernels, GgmlType type) {
-  return weight_format(type).gemm.nibbles ? kernels.q4_0 : kernels.integer;
+  const GemmEntry& gemm = weight_format(type).gemm;
+  if (gemm.panels == GemmPanels::sub_blocks) return gemm.whole_blocks ? kernels.whole_blocks : kernels.sub_blocks;
+  return gemm.nibbles ? kernels.q4_0 : kernels.integer;
 }
 
 void pack_integer_panel(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t blocks, int R, PanelWeights encoding,
                         std::byte* panel) {
   const GemmEntry& gemm = weight_format(w.type).gemm;
-  if (gemm.panels != GemmPanels::integer) fail("matmul: no integer panel for weight type {}", ggml_type_name(w.type));
-  if (encoding == PanelWeights::Plus8 && !gemm.nibbles)
-    fail("matmul: {} weights do not fit a panel of w + 8", ggml_type_name(w.type));
+  if (gemm.panels != GemmPanels::integer && gemm.panels != GemmPanels::sub_blocks)
+    fail("matmul: no integer panel for weight type {}", ggml_type_name(w.type));
+  if ((encoding == PanelWeights::Unsigned) != (gemm.panels == GemmPanels::sub_blocks) ||
+      (encoding == PanelWeights::Plus8 && !gemm.nibbles))
+    fail("matmul: {} weights do not fit a panel of {}", ggml_type_name(w.type), panel_weights_name(encoding));
   gemm.pack(w, r0, b0, blocks, R, encoding, panel);
 }
 
@@ -172,9 +187,10 @@ void quantize_activations(const float* x, ActivationBlock* out, int64_t cols) {
     BlockQ8_0 block;
     quantize_row_q8_0(x + b * kQuantBlock, &block, kQuantBlock);
     out[b].scale = fp16_to_fp32(block.scale);
-    int32_t sum = 0;
-    for (int j = 0; j < kQuantBlock; ++j) sum += block.q[j];
-    out[b].offset_sum = -128 * sum;
+    int32_t halves[2] = {0, 0};
+    for (int j = 0; j < kQuantBlock; ++j) halves[j / (kQuantBlock / 2)] += block.q[j];
+    out[b].offset_sum = -128 * (halves[0] + halves[1]);
+    for (int h = 0; h < 2; ++h) out[b].half_sums[h] = out[b].scale * static_cast<float>(halves[h]);
     std::memcpy(out[b].q, block.q, kQuantBlock);
   }
 }

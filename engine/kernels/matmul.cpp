@@ -116,7 +116,7 @@ void float_gemm(const GemmKernels& k, float* y, int64_t y_stride, const WeightMa
       });
 }
 
-// Every token's row is quantized to Q8_0 once, before any tile.
+// Integer and sub-block panels. Every token's row is quantized to Q8_0 once, before any tile.
 void integer_gemm(const GemmKernels& k, float* y, int64_t y_stride, const WeightMatrix& w, const float* x,
                   int64_t x_stride, int64_t tokens, const CacheSizes& caches) {
   const int64_t blocks = w.cols / kQuantBlock;
@@ -130,7 +130,7 @@ void integer_gemm(const GemmKernels& k, float* y, int64_t y_stride, const Weight
   const IntegerTileKernel& tile = integer_tile_kernel(k, w.type);
   const int R = tile.rows;
   blocked_gemm(
-      w.rows, blocks, tokens, R, tile.tokens, integer_panel_block_bytes(R), sizeof(ActivationBlock), caches,
+      w.rows, blocks, tokens, R, tile.tokens, panel_block_bytes(tile), sizeof(ActivationBlock), caches,
       [=, &tile](std::byte* panel, int64_t r0, int64_t b0, int64_t count) {
         pack_integer_panel(w, r0, b0, count, R, tile.weights, panel);
       },
@@ -178,8 +178,8 @@ void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, i
     return;
   }
   const GemmKernels& kernels = gemm_kernels(isa);
-  if (panels == GemmPanels::integer) integer_gemm(kernels, y, y_stride, w, x, x_stride, tokens, caches);
-  else float_gemm(kernels, y, y_stride, w, x, x_stride, tokens, caches);
+  if (panels == GemmPanels::f32) float_gemm(kernels, y, y_stride, w, x, x_stride, tokens, caches);
+  else integer_gemm(kernels, y, y_stride, w, x, x_stride, tokens, caches);
 }
 
 int64_t matmul_parallel_loops(GgmlType type, int64_t tokens, int64_t cols, int64_t l1d_bytes) {
@@ -188,7 +188,7 @@ int64_t matmul_parallel_loops(GgmlType type, int64_t tokens, int64_t cols, int64
   const GemmPanels panels = weight_format(type).gemm.panels;
   if (panels == GemmPanels::none || matmul_streams_rows(type, tokens, cols, l1d_bytes))
     return ceil_div(tokens, kRowStreamTokens);
-  return panels == GemmPanels::integer ? 2 : 1;
+  return panels == GemmPanels::f32 ? 1 : 2;
 }
 
 void matmul_reference(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, int64_t x_stride,

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "engine/kernels/dot.hpp"
 #include "engine/kernels/quant_formats.hpp"
@@ -29,6 +30,23 @@ struct BlockQ5_1 {
   uint8_t nibbles[kQuantBlock / 2];
 };
 static_assert(sizeof(BlockQ5_1) == 24);
+
+// Value j's fifth bit in bit j of the block's little-endian mask.
+inline uint32_t high_bits(const uint8_t bytes[4]) {
+  uint32_t mask;
+  std::memcpy(&mask, bytes, sizeof mask);
+  return mask;
+}
+
+// Block b's 32 values q = 0..31 in value order: nibble byte j holds values j and j + 16.
+template <typename Block>
+inline void levels_in_order(const Block& block, int levels[kQuantBlock]) {
+  const uint32_t mask = high_bits(block.high_bits);
+  for (int j = 0; j < kQuantBlock / 2; ++j) {
+    levels[j] = (block.nibbles[j] & 0x0f) | static_cast<int>((mask >> j) & 1) << 4;
+    levels[j + kQuantBlock / 2] = (block.nibbles[j] >> 4) | static_cast<int>((mask >> (j + kQuantBlock / 2)) & 1) << 4;
+  }
+}
 
 void quantize_row_q5_0(const float* x, std::byte* row, int64_t n);
 void quantize_row_q5_1(const float* x, std::byte* row, int64_t n);

@@ -9,6 +9,7 @@
 #include "engine/kernels/q5.hpp"
 #include "engine/kernels/quant_formats.hpp"
 #include "engine/kernels/row_convert.hpp"
+#include "engine/kernels/sub_block_panels.hpp"
 #include "engine/util/error.hpp"
 
 namespace cpullm {
@@ -27,9 +28,12 @@ void decode_blocks(const std::byte* row, float* out, int64_t n) { Dequantize(rei
 constexpr Streaming kFloatStreaming{.most_tokens = kRowDotTokens, .activation_block_bytes = 0};
 constexpr Streaming kQ8_0Streaming{.most_tokens = kRowDotTokens, .activation_block_bytes = 36};
 constexpr Streaming kQ4_0Streaming{.most_tokens = kRowStreamTokens, .activation_block_bytes = 40};
+// The sub-block formats' row kernels read Q4_0's 40 bytes a block (values, scale, the activation
+// sum their offsets multiply); they stream up to 4 tokens, as Q8_0 does.
+constexpr Streaming kSubBlockStreaming{.most_tokens = kRowDotTokens, .activation_block_bytes = 40};
 
 // The table. Every field by name; a format leaves out what it lacks (no GEMM panel, no
-// llama.cpp file type). Q5_0, Q5_1 and the K-quants have no AVX-512 kernel of their own: their
+// llama.cpp file type). Q5_0, Q5_1 and the K-quants have no AVX-512 row kernel of their own: their
 // AVX-512 level runs the AVX2 one, named as such. Built on first use, so no other file's static initialisation can find it
 // empty.
 const auto& table() {
@@ -111,9 +115,8 @@ const auto& table() {
           .output_layer = GgmlType::Q6_K,
           .llama_file_type = 3,  // MOSTLY_Q4_1
           .dot = {.scalar = scalar_dot::q4_1, .avx2 = avx2_dot::q4_1, .avx512 = avx512_dot::q4_1},
-          // No GEMM panel: integer panels carry one scale per row and block, and Q4_1's minimum
-          // needs a second term (m * the activations' sum) that no micro-kernel computes yet, so
-          // matmul streams its rows.
+          .gemm = {.panels = GemmPanels::sub_blocks, .pack = pack_q4_1_panel, .whole_blocks = true},
+          .streaming = kSubBlockStreaming,
       },
       WeightFormat{
           .name = "q5_0",
@@ -126,6 +129,8 @@ const auto& table() {
           .output_layer = GgmlType::Q6_K,
           .llama_file_type = 8,  // MOSTLY_Q5_0
           .dot = {.scalar = scalar_dot::q5_0, .avx2 = avx2_dot::q5_0, .avx512 = avx2_dot::q5_0},
+          .gemm = {.panels = GemmPanels::sub_blocks, .pack = pack_q5_0_panel, .whole_blocks = true},
+          .streaming = kSubBlockStreaming,
       },
       WeightFormat{
           .name = "q5_1",
@@ -137,6 +142,8 @@ const auto& table() {
           .output_layer = GgmlType::Q6_K,
           .llama_file_type = 9,  // MOSTLY_Q5_1
           .dot = {.scalar = scalar_dot::q5_1, .avx2 = avx2_dot::q5_1, .avx512 = avx2_dot::q5_1},
+          .gemm = {.panels = GemmPanels::sub_blocks, .pack = pack_q5_1_panel, .whole_blocks = true},
+          .streaming = kSubBlockStreaming,
       },
       WeightFormat{
           .name = "q2_k",
@@ -149,6 +156,8 @@ const auto& table() {
           .output_layer = GgmlType::Q6_K,
           .llama_file_type = 10,  // MOSTLY_Q2_K
           .dot = {.scalar = scalar_dot::q2_k, .avx2 = avx2_dot::q2_k, .avx512 = avx2_dot::q2_k},
+          .gemm = {.panels = GemmPanels::sub_blocks, .pack = pack_q2_k_panel},
+          .streaming = kSubBlockStreaming,
       },
       WeightFormat{
           .name = "q3_k",
@@ -161,6 +170,8 @@ const auto& table() {
           .output_layer = GgmlType::Q6_K,
           .llama_file_type = 11,  // MOSTLY_Q3_K_S
           .dot = {.scalar = scalar_dot::q3_k, .avx2 = avx2_dot::q3_k, .avx512 = avx2_dot::q3_k},
+          .gemm = {.panels = GemmPanels::sub_blocks, .pack = pack_q3_k_panel},
+          .streaming = kSubBlockStreaming,
       },
       WeightFormat{
           .name = "q4_k",
@@ -173,6 +184,8 @@ const auto& table() {
           .output_layer = GgmlType::Q6_K,
           .llama_file_type = 14,  // MOSTLY_Q4_K_S
           .dot = {.scalar = scalar_dot::q4_k, .avx2 = avx2_dot::q4_k, .avx512 = avx2_dot::q4_k},
+          .gemm = {.panels = GemmPanels::sub_blocks, .pack = pack_q4_k_panel, .whole_blocks = true},
+          .streaming = kSubBlockStreaming,
       },
       WeightFormat{
           .name = "q5_k",
@@ -185,6 +198,8 @@ const auto& table() {
           .output_layer = GgmlType::Q6_K,
           .llama_file_type = 16,  // MOSTLY_Q5_K_S
           .dot = {.scalar = scalar_dot::q5_k, .avx2 = avx2_dot::q5_k, .avx512 = avx2_dot::q5_k},
+          .gemm = {.panels = GemmPanels::sub_blocks, .pack = pack_q5_k_panel, .whole_blocks = true},
+          .streaming = kSubBlockStreaming,
       },
       WeightFormat{
           .name = "q6_k",
@@ -197,6 +212,8 @@ const auto& table() {
           .output_layer = GgmlType::Q6_K,
           .llama_file_type = 18,  // MOSTLY_Q6_K
           .dot = {.scalar = scalar_dot::q6_k, .avx2 = avx2_dot::q6_k, .avx512 = avx2_dot::q6_k},
+          .gemm = {.panels = GemmPanels::sub_blocks, .pack = pack_q6_k_panel},
+          .streaming = kSubBlockStreaming,
       },
       WeightFormat{
           .name = "q8_0-r8",
@@ -281,6 +298,16 @@ const WeightFormat& weight_format_named(std::string_view name, std::string_view 
   for (const WeightFormat& f : table())
     if (f.name == name) return f;
   fail("{} '{}' ({})", what, name, weight_format_names());
+}
+
+std::string_view gemm_panels_name(GemmPanels panels) {
+  switch (panels) {
+    case GemmPanels::none: return "none";
+    case GemmPanels::f32: return "f32";
+    case GemmPanels::integer: return "integer";
+    case GemmPanels::sub_blocks: return "sub-blocks";
+  }
+  return "?";
 }
 
 std::string weight_format_names() {

@@ -39,13 +39,18 @@ enum class GemmPanels : uint8_t {
   none,     // no panel: matmul streams the rows through the row kernels, kRowStreamTokens tokens a pass
   f32,      // float panels, converted with load8_as_f32 (F32, F16, BF16)
   integer,  // integer panels, packed by `pack`
+  sub_blocks, // sub-block panels (scale and offset per 16 values), packed by `pack`
 };
+// The name `info --formats` gives each.
+std::string_view gemm_panels_name(GemmPanels panels);
 using PackIntegerPanel = void (*)(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t blocks, int R,
                                   PanelWeights encoding, std::byte* panel);
 struct GemmEntry {
   GemmPanels panels = GemmPanels::none;
   PackIntegerPanel pack = nullptr;  // integer: rows [r0, r0 + R) over blocks [b0, b0 + blocks) into a panel
   bool nibbles = false;             // integer: the weights fit w + 8 (0..15), so the ISA's Q4_0 tile runs them
+  bool whole_blocks = false;        // sub_blocks: both halves of a block share scale and offset (32-value
+                                    // sub-blocks), so the ISA's whole-block tile runs them
 };
 
 // When matmul streams rows through the row kernels instead of packing GEMM panels (measured per

@@ -59,14 +59,14 @@ std::vector<QuantEvalResult> evaluate_quantization(const std::string& model_path
     return std::make_unique<Session>(run);
   };
   std::vector<Candidate> candidates;
-  candidates.push_back({{"source", std::filesystem::file_size(model_path)}, session_for(model_path)});
+  candidates.push_back({{.format = "source", .file_bytes = std::filesystem::file_size(model_path)}, session_for(model_path)});
   for (const std::string& format : options.formats) {
     QuantizeOptions quantize = quantize_options_for(format);
     quantize.keep = options.keep;
     quantize.progress = false;
     const std::string path = (std::filesystem::path(options.work_dir) / (format + ".gguf")).string();
     quantize_model(model_path, path, quantize);
-    candidates.push_back({{format, std::filesystem::file_size(path)}, session_for(path)});
+    candidates.push_back({{.format = format, .file_bytes = std::filesystem::file_size(path)}, session_for(path)});
   }
 
   const Tokenizer tokenizer = Tokenizer::from_gguf(candidates.front().session->model().file());

@@ -27,7 +27,7 @@ struct QuantEvalResult {
   double perplexity = 0;       // exp(mean negative log-likelihood of the text's next token)
   double mean_kl = 0;          // mean KL(source || this), nats; 0 for the source
   double top1_agreement = 1;   // fraction of positions whose argmax is the source's
-  std::string run;             // how it ran, as applied (Session::describe)
+  std::string run = {};        // how it ran, as applied (Session::describe)
 };
 
 // What a format name asks `quantize` for: a --type name (a registry name: q8_0, q4_0, ...),

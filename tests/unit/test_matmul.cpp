@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/kernels/k_quants.hpp"
 #include "engine/kernels/matmul.hpp"
 #include "engine/kernels/quant_formats.hpp"
 #include "engine/kernels/row_convert.hpp"
@@ -54,11 +55,24 @@ std::vector<double> effective_activations(GgmlType type, const float* x, int64_t
   return {dequantized.begin(), dequantized.end()};
 }
 
+// What bounds the terms summed for weight c of a row, per |a_c|: |w_c| itself, or for the
+// sub-block formats (w = scale * q + offset, in the GEMM's panels and in the row kernels alike)
+// |scale * q| + |offset| <= |w_c| + 2 |offset|, with |offset| taken as at most twice the largest
+// |w| of the 16-value half (the quantizers map a sub-block's extreme onto q = 0 or its top level).
+double term_magnitude(GgmlType type, const std::vector<double>& exact, int64_t row, int64_t cols, int64_t c) {
+  const double w = std::abs(exact[row * cols + c]);
+  if (weight_format(type).gemm.panels != GemmPanels::sub_blocks) return w;
+  double largest = 0;
+  for (int64_t j = c / 16 * 16; j < c / 16 * 16 + 16; ++j) largest = std::max(largest, std::abs(exact[row * cols + j]));
+  return w + 4 * largest;
+}
+
 // matmul at `isa` against matmul_reference for one shape. x and y have strides wider than
 // their rows, as the model's KV-cache rows do. Bound as in test_kernels.cpp: an FP32 sum of n
 // terms in any order is within n * 2^-24 * sum|terms| of exact; both results are, so they are
 // within twice that of each other (integer formats: per-block int32 sums are exact, only the
-// FP32 sum across blocks differs, within the same bound).
+// FP32 sum across blocks differs, within the same bound; the sub-block panels' terms as
+// term_magnitude bounds them).
 // caches: the cache sizes the blocking is sized for (zeros: sysconf_cache_sizes()).
 void expect_matches_reference(Isa isa, GgmlType type, int64_t tokens, int64_t rows, int64_t cols,
                               CacheSizes caches = {0, 0}) {
@@ -76,7 +90,7 @@ void expect_matches_reference(Isa isa, GgmlType type, int64_t tokens, int64_t ro
     const std::vector<double> a = effective_activations(type, &x[t * x_stride], cols);
     for (int64_t r = 0; r < rows; ++r) {
       double magnitude = 0;
-      for (int64_t c = 0; c < cols; ++c) magnitude += std::abs(m.exact[r * cols + c] * a[c]);
+      for (int64_t c = 0; c < cols; ++c) magnitude += term_magnitude(type, m.exact, r, cols, c) * std::abs(a[c]);
       const double bound = 2 * cols * 0x1.0p-24 * magnitude + 1e-30;
       ASSERT_LE(std::abs(fast[t * y_stride + r] - reference[t * y_stride + r]), bound)
           << tokens << " tokens x " << rows << " rows x " << cols << " cols: token " << t << ", row " << r;
@@ -93,27 +107,33 @@ std::vector<int64_t> row_counts(GgmlType type, std::vector<int64_t> any, std::ve
   return weight_format(type).plain ? grouped : any;
 }
 
+// Columns for a shape test: any count for the float formats, whole 32-value blocks (odd and even
+// counts) for the integer ones, whole 256-value super-blocks for the K-quants.
+std::vector<int64_t> column_counts(GgmlType type) {
+  if (!uses_q8_0_activations(type)) return {1, 13, 65, 1000};
+  if (weight_format(type).traits().block_elements == 256) return {256, 768};
+  return {32, 96, 416};
+}
+
 // Tokens off every register tile's width (N: 4 or 6 tokens), rows off every panel height (R: 8,
 // 16, 32 or 64 rows, the last panel padded); columns off every vector width and 8 x 8 transpose
 // (8, 16 floats), and odd and even block counts.
 TEST_P(MatmulTest, MatchesReferenceOnRaggedShapes) {
   auto [isa, type] = GetParam();
   if (!cpu_supports(isa)) GTEST_SKIP() << "this CPU has no " << isa_name(isa);
-  const std::vector<int64_t> float_cols = {1, 13, 65, 1000}, integer_cols = {32, 96, 416};
   for (int64_t tokens : {1, 3, 5, 17, 64})
     for (int64_t rows : row_counts(type, {1, 7, 33, 130}, {8, 40, 136}))
-      for (int64_t cols : uses_q8_0_activations(type) ? integer_cols : float_cols)
-        expect_matches_reference(isa, type, tokens, rows, cols);
+      for (int64_t cols : column_counts(type)) expect_matches_reference(isa, type, tokens, rows, cols);
 }
 
 // Blocking sized for a 1 KiB L1d and a 4 KiB L2: passes of a few columns (float) or one block
 // (integer) and blocks of one panel, so these shapes cross many of both, ragged at the ends, and
 // every output is summed over many passes. With a 1 MiB L2 the L1d alone cuts the passes short
-// (21 columns for a tile of 6 tokens, 2-3 blocks for the integer tiles).
+// (21 columns for a tile of 6 tokens, 1-2 blocks for the integer tiles).
 TEST_P(MatmulTest, MatchesReferenceAcrossCacheBlocks) {
   auto [isa, type] = GetParam();
   if (!cpu_supports(isa)) GTEST_SKIP() << "this CPU has no " << isa_name(isa);
-  const int64_t cols = uses_q8_0_activations(type) ? 416 : 1000;
+  const int64_t cols = column_counts(type).back();
   for (const CacheSizes caches : {CacheSizes{1024, 4096}, CacheSizes{1024, 1 << 20}})
     for (int64_t tokens : {17, 64})
       for (int64_t rows : row_counts(type, {33, 130}, {40, 136}))
@@ -130,8 +150,32 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(Isa::Scalar, Isa::Avx2, Isa::Avx512),
                        ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
                                          GgmlType::CPULLM_INT8_CHANNEL, GgmlType::CPULLM_Q4_0_R8,
-                                         GgmlType::CPULLM_Q8_0_R8)),
+                                         GgmlType::CPULLM_Q8_0_R8, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                                         GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
+                                         GgmlType::Q6_K)),
     matmul_case_name);
+
+// Tokens +1, -1, then random signs: every block's amax is 1, so every activation quantizes to +-127.
+std::vector<float> extreme_activations(int64_t tokens, int64_t cols, std::mt19937& rng) {
+  std::vector<float> x(tokens * cols);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t c = 0; c < cols; ++c) x[t * cols + c] = t == 0 ? 1.0f : t == 1 ? -1.0f : (rng() % 2 ? 1.0f : -1.0f);
+  return x;
+}
+
+// matmul of w (rows, cols) by x (tokens, cols) at every ISA level this CPU runs, through the GEMM
+// (a 1 KiB L1d leaves no room to stream rows), within `bound` of matmul_reference.
+void expect_gemm_matches_reference(const WeightMatrix& w, const std::vector<float>& x, int64_t tokens, double bound) {
+  std::vector<float> reference(tokens * w.rows), fast(tokens * w.rows);
+  matmul_reference(reference.data(), w.rows, w, x.data(), w.cols, tokens);
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    if (!cpu_supports(isa)) continue;
+    matmul(fast.data(), w.rows, w, x.data(), w.cols, tokens, isa, CacheSizes{1024, 1 << 20});
+    for (int64_t i = 0; i < tokens * w.rows; ++i)
+      ASSERT_NEAR(fast[i], reference[i], bound)
+          << ggml_type_name(w.type) << " " << isa_name(isa) << " token " << i / w.rows << " row " << i % w.rows;
+  }
+}
 
 // The AVX2 tile for Q4_0 sums a block's nibble-activation products in int16 (gemm_avx2.cpp):
 // at most 16 x 15 x 127 = 30480 in a lane, reached by rows of nibbles 15 against activations
@@ -153,23 +197,39 @@ TEST(Matmul, Q4_0ExtremeNibblesAndActivationsMatchReference) {
   std::vector<BlockQ4_0x8> interleaved(rows / kInterleavedRows * blocks);
   for (int64_t g = 0; g < rows / kInterleavedRows; ++g)
     interleave_rows(&plain[g * kInterleavedRows * blocks], blocks, &interleaved[g * blocks]);
-  std::vector<float> x(tokens * cols);  // tokens +1, -1, then random signs: every block's amax is 1
-  for (int64_t t = 0; t < tokens; ++t)
-    for (int64_t c = 0; c < cols; ++c) x[t * cols + c] = t == 0 ? 1.0f : t == 1 ? -1.0f : (rng() % 2 ? 1.0f : -1.0f);
+  const std::vector<float> x = extreme_activations(tokens, cols, rng);
   for (const WeightMatrix& w : {WeightMatrix{reinterpret_cast<const std::byte*>(plain.data()), GgmlType::Q4_0, rows, cols},
                                 WeightMatrix{reinterpret_cast<const std::byte*>(interleaved.data()),
                                              GgmlType::CPULLM_Q4_0_R8, rows, cols}}) {
-    std::vector<float> reference(tokens * rows), fast(tokens * rows);
-    matmul_reference(reference.data(), rows, w, x.data(), cols, tokens);
-    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
-      if (!cpu_supports(isa)) continue;
-      matmul(fast.data(), rows, w, x.data(), cols, tokens, isa, CacheSizes{1024, 1 << 20});
-      // Block sums are exact; the FP32 sum over blocks is within cols * 2^-24 * sum|w.a|, |w| <= 4, |a| = 1.
-      for (int64_t i = 0; i < tokens * rows; ++i)
-        ASSERT_NEAR(fast[i], reference[i], cols * 0x1.0p-24 * cols * 4)
-            << ggml_type_name(w.type) << " " << isa_name(isa) << " token " << i / rows << " row " << i % rows;
-    }
+    // Block sums are exact; the FP32 sum over blocks is within cols * 2^-24 * sum|w.a|, |w| <= 4, |a| = 1.
+    expect_gemm_matches_reference(w, x, tokens, cols * 0x1.0p-24 * cols * 4);
   }
+}
+
+// The AVX2 sub-block tile adds two groups' maddubs pairs in int16 (gemm_avx2.cpp): at most
+// 2 x 2 x 63 x 127 = 32004 in a lane, reached by Q6_K's top value 63 against activations all
+// +127 (or -127). Rows of q = 63, of q = 0 and of random 0s and 63s with the largest scales,
+// against tokens whose every block quantizes to +-127; a 1 KiB L1d makes matmul take the GEMM.
+TEST(Matmul, Q6_KExtremeValuesAndActivationsMatchReference) {
+  std::mt19937 rng(9);
+  const int64_t rows = 9, super_blocks = 3, cols = super_blocks * 256, tokens = 7;
+  std::vector<BlockQ6_K> blocks(rows * super_blocks);
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    const int64_t row = static_cast<int64_t>(i) / super_blocks;
+    BlockQ6_K& block = blocks[i];
+    block.d = fp32_to_fp16(1.0f / 1024);
+    for (int8_t& scale : block.scales) scale = row % 2 ? 127 : -128;
+    const auto fill = [&](uint8_t* bytes, int n) {
+      for (int j = 0; j < n; ++j)
+        bytes[j] = row == 0 ? 0xff : row == 1 ? 0x00 : static_cast<uint8_t>(rng() % 2 ? 0xff : 0x00);
+    };
+    fill(block.ql, sizeof block.ql);
+    fill(block.qh, sizeof block.qh);
+  }
+  const std::vector<float> x = extreme_activations(tokens, cols, rng);
+  const WeightMatrix w{reinterpret_cast<const std::byte*>(blocks.data()), GgmlType::Q6_K, rows, cols};
+  // |w| <= 128 * 32 / 1024 = 4, |a| = 1; the terms (scale * q and the offset) at most 8 and 4.
+  expect_gemm_matches_reference(w, x, tokens, 2 * cols * 0x1.0p-24 * cols * 12);
 }
 
 // n activations drawn uniformly from [-1, 1).

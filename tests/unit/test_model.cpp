@@ -188,7 +188,9 @@ TEST(Model, EachModelRunsItsOwnKernelLevel) {
   EXPECT_EQ(avx2_logits, alone(Isa::Avx2));
   ASSERT_EQ(scalar_logits.size(), avx2_logits.size());
   EXPECT_NE(scalar_logits, avx2_logits);
-  if (!cpu_supports(Isa::Avx512)) EXPECT_THROW(Model(*path, options(Isa::Avx512)), Error);
+  if (!cpu_supports(Isa::Avx512)) {
+    EXPECT_THROW(Model(*path, options(Isa::Avx512)), Error);
+  }
 }
 
 TEST(Model, RefusesTensorTypesWithoutKernels) {

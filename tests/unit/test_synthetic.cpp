@@ -147,7 +147,9 @@ TEST(SyntheticVocab, FullSizeLayoutsMatchLlamaCppsVocabularyFiles) {
     }
     EXPECT_EQ(v.bos, static_cast<int32_t>(file.require_uint("tokenizer.ggml.bos_token_id"))) << f.file;
     EXPECT_EQ(v.merges.size(), static_cast<std::size_t>(f.first_special - 256)) << f.file;
-    if (f.kind == SyntheticVocabKind::qwen2) EXPECT_EQ(v.pieces.back(), "[PAD152063]");
+    if (f.kind == SyntheticVocabKind::qwen2) {
+      EXPECT_EQ(v.pieces.back(), "[PAD152063]");
+    }
   }
   if (compared == 0) GTEST_SKIP() << "../shared/models/ggml-vocab-llama-bpe.gguf and ggml-vocab-qwen2.gguf not found";
 }
