@@ -29,7 +29,7 @@ constexpr Streaming kFloatStreaming{.most_tokens = kRowDotTokens, .activation_bl
 constexpr Streaming kQ8_0Streaming{.most_tokens = kRowDotTokens, .activation_block_bytes = 36};
 constexpr Streaming kQ4_0Streaming{.most_tokens = kRowStreamTokens, .activation_block_bytes = 40};
 // The sub-block formats' row kernels read Q4_0's 40 bytes a block (values, scale, the activation
-// sum their offsets multiply); they stream up to 4 tokens, as Q8_0 does.
+// sum their offsets multiply); they stream up to 4 tokens, Q8_0's limit (not measured for them).
 constexpr Streaming kSubBlockStreaming{.most_tokens = kRowDotTokens, .activation_block_bytes = 40};
 
 // The table. Every field by name; a format leaves out what it lacks (no GEMM panel, no
