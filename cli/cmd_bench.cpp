@@ -2,6 +2,7 @@
 // attention tile, binding, placement, KV type, sequences), latency metrics, the results
 // database, named workloads, and two scenarios: load (Poisson arrivals against continuous
 // batching) and multi-process sharing. docs/bench.md describes every flag and field.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -33,7 +34,7 @@ namespace {
 // The flags as given: lists stay text until parse_int_list / parse_word_list read them, so
 // every list flag accepts llama-bench's commas, ranges and repetition (-n 16 -n 32).
 struct BenchOptions {
-  std::vector<std::string> models, n_prompt{"512"}, n_gen{"128"}, prompt_gen, threads{"0"}, n_batch{"512"},
+  std::vector<std::string> models, n_prompt{"512"}, n_gen{"128"}, prompt_gen, n_depth{"0"}, threads{"0"}, n_batch{"512"},
       n_seq{"1"}, isa, attn_tile{"64x64"}, binding{"none"}, placement{"first-touch"}, kv_type{"f32"},
       prefetch{"0"};
   int repetitions = 5;
@@ -99,6 +100,7 @@ BenchParams bench_params(const BenchOptions& o) {
   p.n_prompt = ints(o.n_prompt, "-p", 0, 1 << 20);
   p.n_gen = ints(o.n_gen, "-n", 0, 1 << 20);
   for (const auto& pg : o.prompt_gen) p.prompt_gen.push_back(parse_prompt_gen_pair(pg));
+  p.n_depth = ints(o.n_depth, "-d", 0, 1 << 20);
   p.threads = ints(o.threads, "-t", 0, 4096);
   p.n_batch = ints(o.n_batch, "-b", 1, 1 << 20);
   p.n_seq = ints(o.n_seq, "-np", 1, 4096);
@@ -243,6 +245,11 @@ void run_bench(BenchOptions& o, const CLI::App& command) {
   if (o.roof_pairs && (o.load || o.processes)) fail("--roof-pairs measures the points' decode steps, not the --load or --processes scenario");
   check_suite_reference(o, command);
   BenchParams params = bench_params(o);
+  const bool deep = std::any_of(params.n_depth.begin(), params.n_depth.end(), [](int64_t d) { return d > 0; });
+  if (deep && (o.load || o.processes)) fail("-d fills the context before a test; the --load and --processes scenarios take none");
+  if (deep && o.cold)
+    fail("-d with --cold: a cold repetition's time starts before the model loads, so the depth's fill would fall "
+         "inside it; run them apart");
   if (o.load) {  // requests have both a prompt and a generation: -pg's first pair
     if (params.prompt_gen.size() != 1) fail("--load needs the request lengths as one -pg PROMPT,GEN (or a --workload)");
     params.n_prompt.clear();
@@ -315,6 +322,7 @@ void register_bench(CLI::App& app) {
   list("-p,--n-prompt", o->n_prompt, "Prompt tokens: prompt-processing tests");
   list("-n,--n-gen", o->n_gen, "Generated tokens: text-generation tests");
   command->add_option("--pg", o->prompt_gen, "PROMPT,GEN: prompt then generation in one test (also spelled -pg)");
+  list("-d,--n-depth", o->n_depth, "Context positions filled, untimed, before each test (llama-bench's depth)");
   // The run options under generate's names and help (cli/run_options.hpp), each taking a LIST.
   auto run_list = [&](RunFlag flag, std::vector<std::string>& values, const std::string& values_help = "") {
     const RunFlagText text = run_flag_text(flag);

@@ -112,6 +112,7 @@ void run_db(const DbOptions& o) {
          {"threads", "n_threads", Kind::number, ""},
          {"n_prompt", "n_prompt", Kind::number, ""},
          {"n_gen", "n_gen", Kind::number, ""},
+         {"n_depth", "n_depth", Kind::number, ""},
          {"t/s", "avg_ts", Kind::rate, "stddev_ts"},
          {"ttft_ms", "ttft_ms", Kind::number, ""},
          {"tpot_ms", "tpot_ms", Kind::number, ""},

@@ -4,7 +4,7 @@ namespace cpullm {
 namespace {
 
 // The keys that describe the configuration rather than the measurement.
-constexpr const char* kConfigKeys[] = {"model_filename", "n_prompt", "n_gen", "n_threads", "n_batch", "n_seq",
+constexpr const char* kConfigKeys[] = {"model_filename", "n_prompt", "n_gen", "n_depth", "n_threads", "n_batch", "n_seq",
                                        "isa", "attn_tile", "binding", "cpuset", "housekeeping", "numa",
                                        "placement", "kv_type", "prefetch", "cold", "inject_delay_ms",
                                        "repetitions", "rate", "requests", "processes", "ttft_bound_ms",
@@ -44,6 +44,7 @@ ResultRecord result_record(const Record& r, const std::string& test) {
   out.n_seq = number_or_none<int64_t>(r, "n_seq");
   out.n_prompt = number_or_none<int64_t>(r, "n_prompt");
   out.n_gen = number_or_none<int64_t>(r, "n_gen");
+  out.n_depth = number_or_none<int64_t>(r, "n_depth");
   out.prefetch = number_or_none<int64_t>(r, "prefetch");
   out.avg_ns = number_or_none<double>(r, "avg_ns");
   out.stddev_ns = number_or_none<double>(r, "stddev_ns");

@@ -8,15 +8,23 @@
 
 namespace cpullm {
 
-std::string BenchPoint::test_name() const {
+namespace {
+
+std::string tests_of(int64_t n_prompt, int64_t n_gen) {
   if (n_gen == 0) return fmt::format("pp{}", n_prompt);
   if (n_prompt == 0) return fmt::format("tg{}", n_gen);
   return fmt::format("pp{}+tg{}", n_prompt, n_gen);
 }
 
+}  // namespace
+
+std::string BenchPoint::test_name() const {
+  return tests_of(n_prompt, n_gen) + (n_depth > 0 ? fmt::format(" @ d{}", n_depth) : "");
+}
+
 std::string BenchPoint::case_name() const {
   return fmt::format("{}/{}/t{}/b{}/np{}/{}/{}/{}/{}/{}/prefetch{}{}", valid_utf8(std::filesystem::path(model).stem().string()),
-                     test_name(), threads, n_batch, n_seq,
+                     tests_of(n_prompt, n_gen) + (n_depth > 0 ? fmt::format("@d{}", n_depth) : ""), threads, n_batch, n_seq,
                      isa.empty() ? "best" : isa, attn_tile, binding, placement, kv_type, prefetch ? 1 : 0,
                      cold ? "/cold" : "");
 }
@@ -47,21 +55,23 @@ std::vector<BenchPoint> expand_points(const BenchParams& params) {
                 for (const auto& placement : params.placement)
                   for (const auto& kv_type : params.kv_type)
                     for (int64_t prefetch : params.prefetch)
-                      for (const auto& [n_prompt, n_gen] : tests) {
-                        p.model = model;
-                        p.threads = static_cast<int>(threads);
-                        p.n_batch = n_batch;
-                        p.n_seq = static_cast<int>(n_seq);
-                        p.isa = isa;
-                        p.attn_tile = tile;
-                        p.binding = binding;
-                        p.placement = placement;
-                        p.kv_type = kv_type;
-                        p.prefetch = prefetch != 0;
-                        p.n_prompt = n_prompt;
-                        p.n_gen = n_gen;
-                        points.push_back(p);
-                      }
+                      for (int64_t n_depth : params.n_depth)
+                        for (const auto& [n_prompt, n_gen] : tests) {
+                          p.model = model;
+                          p.threads = static_cast<int>(threads);
+                          p.n_batch = n_batch;
+                          p.n_seq = static_cast<int>(n_seq);
+                          p.isa = isa;
+                          p.attn_tile = tile;
+                          p.binding = binding;
+                          p.placement = placement;
+                          p.kv_type = kv_type;
+                          p.prefetch = prefetch != 0;
+                          p.n_prompt = n_prompt;
+                          p.n_gen = n_gen;
+                          p.n_depth = n_depth;
+                          points.push_back(p);
+                        }
   return points;
 }
 

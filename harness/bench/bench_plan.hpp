@@ -13,6 +13,7 @@ struct BenchParams {
   std::vector<int64_t> n_prompt;                        // -p: prompt-only tests (0 skipped)
   std::vector<int64_t> n_gen;                           // -n: generation-only tests (0 skipped)
   std::vector<std::pair<int64_t, int64_t>> prompt_gen;  // -pg: prompt then generation
+  std::vector<int64_t> n_depth{0};                      // -d: positions filled before each test, untimed
   std::vector<int64_t> threads;                         // -t (0: OpenMP's default)
   std::vector<int64_t> n_batch;                         // -b: prompt tokens per forward call
   std::vector<int64_t> n_seq;                           // -np: sequences run concurrently
@@ -35,6 +36,7 @@ struct BenchPoint {
   std::string model;
   int64_t n_prompt = 0;          // prompt tokens per sequence
   int64_t n_gen = 0;             // generated tokens per sequence
+  int64_t n_depth = 0;           // positions of each sequence filled before the test, untimed (llama-bench's -d)
   int threads = 0;               // 0: OpenMP's default
   int64_t n_batch = 512;
   int n_seq = 1;
@@ -51,15 +53,15 @@ struct BenchPoint {
   bool cold = false;
   double inject_delay_ms = 0;
 
-  // llama-bench's test names: "pp512", "tg128", "pp512+tg128".
+  // llama-bench's test names: "pp512", "tg128", "pp512+tg128", at depth "tg128 @ d8192".
   std::string test_name() const;
   // The schema's case name, unique within a run and stable across runs for history:
-  // "MODEL_STEM/pp512+tg128/t2/b512/np1/...".
+  // "MODEL_STEM/pp512+tg128/t2/b512/np1/...", at depth "MODEL_STEM/tg128@d8192/...".
   std::string case_name() const;
 };
 
 // Models outermost, then threads, batch, sequences, ISA, tile, binding, placement, KV type,
-// prefetch; tests (-p values, then -n, then -pg) innermost, as llama-bench orders them.
+// prefetch, depth; tests (-p values, then -n, then -pg) innermost, as llama-bench orders them.
 std::vector<BenchPoint> expand_points(const BenchParams& params);
 
 }  // namespace cpullm

@@ -33,6 +33,7 @@ Record leading_fields(const ModelFacts& model, const HostInfo& host, const Bench
   r["type_v"] = p.kv_type;
   r["n_prompt"] = p.n_prompt;
   r["n_gen"] = p.n_gen;
+  r["n_depth"] = p.n_depth;
   r["test_time"] = test_time;
   return r;
 }

@@ -46,7 +46,7 @@ RunConfig run_config(const BenchPoint& point) {
   run.placement = point.placement;
   run.attn_tile = point.attn_tile;
   run.kv_type = point.kv_type;
-  run.context = std::max<int64_t>(1, point.n_prompt + point.n_gen);
+  run.context = std::max<int64_t>(1, point.n_depth + point.n_prompt + point.n_gen);
   run.sequences = point.n_seq;
   run.prefetch = point.prefetch;
   return run;
@@ -60,9 +60,10 @@ struct RepetitionTimes {
   std::vector<double> itl_ms;   // each later decode step
 };
 
-// One repetition, every sequence from position 0 with random tokens: the prompts (sequence by
-// sequence) in forward calls of n_batch tokens, then n_gen decode steps of one token per
-// sequence, each followed by the injected delay. `greedy` (the instrumented repetition) picks
+// One repetition, every sequence from position n_depth (the positions before it filled once per
+// point, fill_depth) with random tokens: the prompts (sequence by sequence) in forward calls of
+// n_batch tokens, then n_gen decode steps of one token per sequence, each followed by the
+// injected delay. `greedy` (the instrumented repetition) picks
 // each sequence's next token as a generator would, argmax of its logits in the sampling region,
 // and feeds it to the next step; the timed repetitions feed random tokens, as llama-bench does.
 // `between_steps`, where given, runs after each decode step, outside every step's time.
@@ -73,7 +74,7 @@ RepetitionTimes run_repetition(Session& session, const BenchPoint& point, std::m
   std::vector<BatchToken> prompt;
   for (int32_t s = 0; s < point.n_seq; ++s)
     for (int64_t pos = 0; pos < point.n_prompt; ++pos)
-      prompt.push_back({random_token(rng), s, pos, pos == point.n_prompt - 1});
+      prompt.push_back({random_token(rng), s, point.n_depth + pos, pos == point.n_prompt - 1});
   session.prefill(prompt, point.n_batch);
 
   RepetitionTimes times;
@@ -81,7 +82,7 @@ RepetitionTimes run_repetition(Session& session, const BenchPoint& point, std::m
   if (point.n_prompt > 0) times.ttft_ms = ms_between(start, last);
   DecodeLoop loop;
   loop.steps = point.n_gen;
-  loop.first_position = point.n_prompt;
+  loop.first_position = point.n_depth + point.n_prompt;
   loop.choose = [&](int64_t, int32_t, std::span<const float> logits) {
     if (!greedy || logits.empty()) return random_token(rng);
     ScopedRegion region(Region::sampling, sampling_cost(vocab, true));
@@ -102,6 +103,19 @@ RepetitionTimes run_repetition(Session& session, const BenchPoint& point, std::m
   session.decode(loop);
   times.total_ms = ms_between(start, last);
   return times;
+}
+
+// Positions [0, n_depth) of every sequence filled with random tokens, untimed, as llama-bench's
+// -d fills the context before each test. Once per point: every repetition, the warm-up and the
+// extra repetitions write only positions from n_depth on, so the filled ones stay as they are.
+void fill_depth(Session& session, const BenchPoint& point) {
+  if (point.n_depth == 0) return;
+  std::mt19937 rng(static_cast<uint32_t>(point.n_depth));
+  std::uniform_int_distribution<int32_t> random_token(0, static_cast<int32_t>(session.model().config().vocab_size) - 1);
+  std::vector<BatchToken> tokens;
+  for (int32_t s = 0; s < point.n_seq; ++s)
+    for (int64_t pos = 0; pos < point.n_depth; ++pos) tokens.push_back({random_token(rng), s, pos, false});
+  session.prefill(tokens, point.n_batch);
 }
 
 // The point's roofs at its threads and kernel level, measured the first time they are asked for.
@@ -169,6 +183,7 @@ PointMeasurement run_point(const BenchPoint& point, PointRequest& request) {
   const EnergyMeter energy;
   m.energy_unavailable = energy.reason();
 
+  fill_depth(session, point);  // --cold is refused with a depth (cmd_bench.cpp): nothing unloads the cache
   if (!point.cold) {  // warm: one untimed run faults every weight in
     BenchPoint warmup = point;
     warmup.n_gen = std::min<int64_t>(point.n_gen, 1);

@@ -77,6 +77,7 @@ const ResultColumn columns_of_results[] = {
     {"peak_rss_bytes", &ResultRecord::peak_rss_bytes}, {"energy_j", &ResultRecord::energy_j},
     {"metrics_json", &ResultRecord::metrics_json}, {"test_time", &ResultRecord::test_time},
     {"gen_ts", &ResultRecord::gen_ts},         {"prompt_ts", &ResultRecord::prompt_ts},
+    {"n_depth", &ResultRecord::n_depth},
 };
 
 std::string result_column_list() {

@@ -50,6 +50,7 @@ struct ResultRecord {
   std::optional<int64_t> model_size, model_n_params;
   std::string format, isa, binding, cpuset, numa, placement, attn_tile, kv_type;  // empty: NULL
   std::optional<int64_t> n_threads, n_batch, n_seq, n_prompt, n_gen, prefetch;
+  std::optional<int64_t> n_depth;  // positions filled before the test (llama-bench's -d)
   std::string config_json = "{}";        // every option of the point, long names, as a JSON object
   std::optional<double> avg_ns, stddev_ns, avg_ts, stddev_ts;
   std::optional<double> gen_ts, prompt_ts;  // generated tokens / the whole time; prompt tokens / the prefill's

@@ -78,3 +78,6 @@ CREATE INDEX IF NOT EXISTS runs_unfinished ON runs (kind, finished_at);  -- not 
 -- does; a serving throughput (the report's TCO) counts only the generated tokens.
 ALTER TABLE results ADD COLUMN gen_ts REAL;     -- n_seq x n_gen / the repetition's whole time (prefill included); NULL without generated tokens
 ALTER TABLE results ADD COLUMN prompt_ts REAL;  -- n_seq x n_prompt / the prefill's time; NULL without a prompt
+
+-- migration 4: llama-bench's depth: the positions filled, untimed, before a test (bench -d).
+ALTER TABLE results ADD COLUMN n_depth INTEGER;  -- NULL in results stored before it

@@ -26,7 +26,8 @@ import pytest
 from cli_checks import expect_error, run, write_tiny_model
 
 LLAMA_BENCH_FIELDS = ["build_commit", "cpu_info", "backends", "model_filename", "model_type", "model_size",
-                      "model_n_params", "n_batch", "n_threads", "type_k", "type_v", "n_prompt", "n_gen", "test_time",
+                      "model_n_params", "n_batch", "n_threads", "type_k", "type_v", "n_prompt", "n_gen", "n_depth",
+                      "test_time",
                       "avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "samples_ns", "samples_ts"]
 CPULLM_FIELDS = ["format", "isa", "attn_tile", "binding", "cpuset", "placement", "kv_type", "n_seq", "prefetch",
                  "ttft_ms", "tpot_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "peak_rss_bytes", "energy_j",
@@ -61,6 +62,25 @@ def test_json_has_llama_bench_fields_and_every_test(ctx):
     # avg_ts is tokens over the repetition's time, as llama-bench computes it
     expected = 8 / (pp["samples_ns"][0] / 1e9)
     assert abs(pp["samples_ts"][0] - expected) < 1e-6 * expected, (pp["samples_ts"], expected)
+
+
+def test_depth_fills_the_context_before_each_test(ctx):
+    """-d as llama-bench's: every test again at each depth, named "tg4 @ d64"; the fill is outside
+    the timed repetitions, and the tests run after it: the instrumented repetition's attention,
+    whose analytic cost grows with the positions it reads, counts more work at depth."""
+    records = bench_json(ctx, "-p", "8", "-n", "4", "-d", "0,64", "-r", "1")
+    assert [(r["test"], r["n_depth"]) for r in records] == [("pp8", 0), ("tg4", 0), ("pp8 @ d64", 64), ("tg4 @ d64", 64)]
+    assert len({r["case_name"] for r in records}) == 4, [r["case_name"] for r in records]
+    flops = {}
+    for depth in (0, 64):
+        path = fresh_db(ctx, f"depth{depth}.db")
+        bench(ctx, "-p", "0", "-n", "4", "-d", str(depth), "-r", "1", "--db", path)
+        result, _, _, regions = stored_point(path)
+        assert result["n_depth"] == depth, result
+        flops[depth] = regions["attention"]["flops"]
+    assert flops[64] > 2 * flops[0], flops  # 4 steps over 1..4 positions, against 65..68
+    expect_error([ctx.cpullm, "bench", "-m", ctx.tiny, "-d", "8", "--cold"], "-d with --cold")
+    expect_error([ctx.cpullm, "bench", "-m", ctx.tiny, "-d", "8", "--load", "-pg", "8,4"], "-d fills the context")
 
 
 def test_ranges_and_lists_run_every_combination(ctx):

@@ -88,21 +88,27 @@ TEST(BenchStatistics, MeanStddevPercentiles) {
   EXPECT_DOUBLE_EQ(percentile(unsorted, 50), 5);
 }
 
-TEST(BenchPlan, EveryCombinationInLlamaBenchOrder) {
+// One value for every flag but those a test varies.
+BenchParams single_values() {
   BenchParams p;
-  p.models = {"a.gguf", "b.gguf"};
-  p.n_prompt = {64, 0};  // 0 is skipped, as llama-bench skips -p 0
-  p.n_gen = {16, 32};
-  p.prompt_gen = {{128, 8}};
-  p.threads = {1, 2};
   p.n_batch = {512};
   p.n_seq = {1};
-  p.isa = {"avx2", "avx512"};
   p.attn_tile = {"64x64"};
   p.binding = {"none"};
   p.placement = {"first-touch"};
   p.kv_type = {"f32"};
   p.prefetch = {0};
+  return p;
+}
+
+TEST(BenchPlan, EveryCombinationInLlamaBenchOrder) {
+  BenchParams p = single_values();
+  p.models = {"a.gguf", "b.gguf"};
+  p.n_prompt = {64, 0};  // 0 is skipped, as llama-bench skips -p 0
+  p.n_gen = {16, 32};
+  p.prompt_gen = {{128, 8}};
+  p.threads = {1, 2};
+  p.isa = {"avx2", "avx512"};
   const auto points = expand_points(p);
   ASSERT_EQ(points.size(), 2u * 2 * 2 * 4);  // models x threads x isa x tests
   EXPECT_EQ(points[0].model, "a.gguf");
@@ -118,6 +124,26 @@ TEST(BenchPlan, EveryCombinationInLlamaBenchOrder) {
   for (const auto& point : points) names.insert(point.case_name());
   EXPECT_EQ(names.size(), points.size());
   EXPECT_EQ(points[16].case_name().rfind("b/pp64/t1/", 0), 0u) << points[16].case_name();
+}
+
+// -d: every test again at each depth, just outside the tests, named as llama-bench names them.
+TEST(BenchPlan, DepthsRepeatEveryTestUnderLlamaBenchsNames) {
+  BenchParams p = single_values();
+  p.models = {"a.gguf"};
+  p.n_prompt = {64};
+  p.n_gen = {16};
+  p.n_depth = {0, 2048};
+  p.threads = {2};
+  p.isa = {""};
+  const auto points = expand_points(p);
+  ASSERT_EQ(points.size(), 4u);
+  EXPECT_EQ(points[0].test_name(), "pp64");
+  EXPECT_EQ(points[1].test_name(), "tg16");
+  EXPECT_EQ(points[2].test_name(), "pp64 @ d2048");
+  EXPECT_EQ(points[3].test_name(), "tg16 @ d2048");
+  EXPECT_EQ(points[3].n_depth, 2048);
+  EXPECT_EQ(points[1].case_name().rfind("a/tg16/t2/", 0), 0u) << points[1].case_name();  // unchanged without a depth
+  EXPECT_EQ(points[3].case_name().rfind("a/tg16@d2048/t2/", 0), 0u) << points[3].case_name();
 }
 
 Record sample_record(double avg_ts) {
