@@ -92,13 +92,13 @@ inline float load_bf16(const std::byte* p) { uint16_t v; __builtin_memcpy(&v, p,
 // (weight_formats.cpp) is the one place that says which format runs which; the AVX-512 ones run
 // only where cpu_supports(Isa::Avx512).
 namespace scalar_dot {
-extern const RowDot f32, f16, bf16, q8_0, q4_0, int8_channel, q4_0_r8, q8_0_r8;
+extern const RowDot f32, f16, bf16, q8_0, q4_0, int8_channel, iq4_nl, q4_0_r8, q8_0_r8;
 }
 namespace avx2_dot {
-extern const RowDot f32, f16, bf16, q8_0, q4_0, int8_channel, q4_0_r8, q8_0_r8;
+extern const RowDot f32, f16, bf16, q8_0, q4_0, int8_channel, iq4_nl, q4_0_r8, q8_0_r8;
 }
 namespace avx512_dot {
-extern const RowDot f32, f16, bf16, q8_0, q4_0, int8_channel, q4_0_r8, q8_0_r8;
+extern const RowDot f32, f16, bf16, q8_0, q4_0, int8_channel, iq4_nl, q4_0_r8, q8_0_r8;
 }
 
 }  // namespace cpullm

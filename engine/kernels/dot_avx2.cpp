@@ -308,6 +308,7 @@ const RowDot bf16 = by_token_count<FloatRow<2, load8_bf16, load_bf16>::Kernel>;
 const RowDot q8_0 = Avx2IntegerKernels::q8_0;
 const RowDot q4_0 = Avx2IntegerKernels::q4_0;
 const RowDot int8_channel = Avx2IntegerKernels::int8_channel;
+const RowDot iq4_nl = Avx2IntegerKernels::iq4_nl;
 const RowDot q4_0_r8 = by_token_count<Avx2Interleaved<BlockQ4_0>::Kernel>;
 const RowDot q8_0_r8 = by_token_count<Avx2Interleaved<BlockQ8_0>::Kernel>;
 }  // namespace avx2_dot

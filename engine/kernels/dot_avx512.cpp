@@ -78,6 +78,10 @@ inline __m512i pair_weights(const Q8_0Row& w, int64_t b, bool pair) {
   const __m512i first = _mm512_zextsi256_si512(load32_i8(w.blocks[b].q));
   return pair ? _mm512_inserti64x4(first, load32_i8(w.blocks[b + 1].q), 1) : first;
 }
+inline __m512i pair_weights(const Iq4NlRow& w, int64_t b, bool pair) {
+  const __m512i first = _mm512_zextsi256_si512(w.weights(b));
+  return pair ? _mm512_inserti64x4(first, w.weights(b + 1), 1) : first;
+}
 // Two 32-byte loads, not one of 64: a row's values start 4 bytes after its scale, so every
 // 64-byte load would straddle two cache lines (40% slower on a 4096 x 4096 matrix).
 inline __m512i pair_weights(const Int8ChannelRow& w, int64_t b, bool pair) {
@@ -94,6 +98,10 @@ inline __m512 pair_scales(const Q8_0Row& w, int64_t b, bool pair) {
   return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(lanes, head)));
 }
 inline __m512 pair_scales(const Int8ChannelRow& w, int64_t, bool) { return _mm512_set1_ps(w.row_scale); }
+inline __m512 pair_scales(const Iq4NlRow& w, int64_t b, bool pair) {
+  const __m256 first = _mm256_set1_ps(w.scale(b)), second = _mm256_set1_ps(pair ? w.scale(b + 1) : 0.0f);
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(first)), _mm256_castps_pd(second), 1));
+}
 
 template <int T, typename Row>
 inline void natural_pair(const Row& w, int64_t b, bool pair, const QuantizedActivations* const* a, __m512 (&acc)[T]) {
@@ -319,6 +327,7 @@ const RowDot bf16 = by_token_count<FloatRow<2, load16_bf16, load_bf16>::Kernel>;
 const RowDot q8_0 = Avx512IntegerKernels::q8_0;
 const RowDot q4_0 = Avx512IntegerKernels::q4_0;
 const RowDot int8_channel = Avx512IntegerKernels::int8_channel;
+const RowDot iq4_nl = Avx512IntegerKernels::iq4_nl;
 const RowDot q4_0_r8 = by_token_count<Avx512Interleaved<BlockQ4_0>::Kernel>;
 const RowDot q8_0_r8 = by_token_count<Avx512Interleaved<BlockQ8_0>::Kernel>;
 }  // namespace avx512_dot

@@ -57,6 +57,7 @@ const RowDot bf16 = dot_float_row<2, load_bf16>;
 const RowDot q8_0 = ScalarIntegerKernels::q8_0;
 const RowDot q4_0 = ScalarIntegerKernels::q4_0;
 const RowDot int8_channel = ScalarIntegerKernels::int8_channel;
+const RowDot iq4_nl = ScalarIntegerKernels::iq4_nl;
 const RowDot q4_0_r8 = dot_interleaved<Q4_0Row>;
 const RowDot q8_0_r8 = dot_interleaved<Q8_0Row>;
 }  // namespace scalar_dot

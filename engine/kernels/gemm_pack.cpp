@@ -179,6 +179,7 @@ void pack_integer_panel(const WeightMatrix& w, int64_t r0, int64_t b0, int64_t b
 template void pack_integer_rows<Q8_0Row>(const WeightMatrix&, int64_t, int64_t, int64_t, int, PanelWeights, std::byte*);
 template void pack_integer_rows<Q4_0Row>(const WeightMatrix&, int64_t, int64_t, int64_t, int, PanelWeights, std::byte*);
 template void pack_integer_rows<Int8ChannelRow>(const WeightMatrix&, int64_t, int64_t, int64_t, int, PanelWeights, std::byte*);
+template void pack_integer_rows<Iq4NlRow>(const WeightMatrix&, int64_t, int64_t, int64_t, int, PanelWeights, std::byte*);
 template void pack_interleaved_rows<BlockQ8_0>(const WeightMatrix&, int64_t, int64_t, int64_t, int, PanelWeights, std::byte*);
 template void pack_interleaved_rows<BlockQ4_0>(const WeightMatrix&, int64_t, int64_t, int64_t, int, PanelWeights, std::byte*);
 

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include "engine/kernels/dot.hpp"
+#include "engine/kernels/iq4_nl.hpp"
 
 namespace cpullm {
 
@@ -54,6 +55,20 @@ inline void scale_interleaved_sums(const Interleaved8<Block>& block, const Quant
     acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(weight_scales, _mm256_set1_ps(a[t]->scales[b])), _mm256_cvtepi32_ps(sums[t]), acc[t]);
 }
 
+// Blocks b..b+7's FP16 scales, for blocks that start with theirs (Q8_0, IQ4_NL): 4-byte loads at
+// the blocks' starts (word 0 is the scale), interleaved down to one register. (Loaded through
+// memcpy, not _mm_loadu_si32, which GCC before 11.3 got wrong.)
+template <typename Block>
+inline __m256 leading_scales8(const Block* blocks, int64_t b) {
+  const auto head = [&](int j) {
+    int32_t four;
+    __builtin_memcpy(&four, blocks + b + j, 4);
+    return _mm_cvtsi32_si128(four);
+  };
+  const auto two = [&](int j) { return _mm_unpacklo_epi16(head(j), head(j + 1)); };
+  return _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_unpacklo_epi32(two(0), two(2)), _mm_unpacklo_epi32(two(4), two(6))));
+}
+
 struct Q8_0Row {
   using Block = BlockQ8_0;
   // Weight j of a block from the bytes after its scale: byte j, signed.
@@ -64,17 +79,28 @@ struct Q8_0Row {
   int32_t weight(int64_t b, int64_t j) const { return blocks[b].q[j]; }
   __m256i weights(int64_t b) const { return load32_i8(blocks[b].q); }
   float scale(int64_t b) const { return fp16_to_fp32(blocks[b].scale); }
-  // Blocks b..b+7's scales: 4-byte loads at the blocks' starts (word 0 is the scale), interleaved
-  // down to one register. (Loaded through memcpy, not _mm_loadu_si32, which GCC before 11.3 got wrong.)
-  __m256 scales8(int64_t b) const {
-    const auto head = [&](int j) {
-      int32_t four;
-      __builtin_memcpy(&four, blocks + b + j, 4);
-      return _mm_cvtsi32_si128(four);
-    };
-    const auto two = [&](int j) { return _mm_unpacklo_epi16(head(j), head(j + 1)); };
-    return _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_unpacklo_epi32(two(0), two(2)), _mm_unpacklo_epi32(two(4), two(6))));
+  __m256 scales8(int64_t b) const { return leading_scales8(blocks, b); }
+  const void* address(int64_t b) const { return blocks + b; }  // where block b's bytes start
+};
+
+// IQ4_NL: each 4-bit index (Q4_0's nibble order) selects one of 16 int8 levels; the weights are
+// the levels, signed bytes as Q8_0's, so Q8_0's kernels run it.
+struct Iq4NlRow {
+  using Block = BlockIQ4_NL;
+  static int64_t byte_of(int64_t j) { return j % (kQuantBlock / 2); }
+  static int32_t weight_from(uint8_t byte, int64_t j) { return kIq4NlLevels[j < kQuantBlock / 2 ? byte & 0x0f : byte >> 4]; }
+  const BlockIQ4_NL* blocks;
+  static Iq4NlRow from(const std::byte* row) { return {reinterpret_cast<const BlockIQ4_NL*>(row)}; }
+  int32_t weight(int64_t b, int64_t j) const { return weight_from(blocks[b].indices[byte_of(j)], j); }
+  // The 32 weights in value order: the indices as Q4_0Row unpacks its nibbles, then one byte
+  // shuffle looks each up in the 16 levels.
+  __m256i weights(int64_t b) const {
+    const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[b].indices)));
+    const __m256i indices = _mm256_and_si256(_mm256_blend_epi32(both, _mm256_srli_epi16(both, 4), 0xf0), _mm256_set1_epi8(0x0f));
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlLevels))), indices);
   }
+  float scale(int64_t b) const { return fp16_to_fp32(blocks[b].scale); }
+  __m256 scales8(int64_t b) const { return leading_scales8(blocks, b); }
   const void* address(int64_t b) const { return blocks + b; }  // where block b's bytes start
 };
 
@@ -140,6 +166,7 @@ struct IntegerRowKernels {
   static constexpr RowDot q8_0 = by_token_count<Entry<Q8_0Row>::template Kernel>;
   static constexpr RowDot q4_0 = by_token_count<Entry<Q4_0Row>::template Kernel>;
   static constexpr RowDot int8_channel = by_token_count<Entry<Int8ChannelRow>::template Kernel>;
+  static constexpr RowDot iq4_nl = by_token_count<Entry<Iq4NlRow>::template Kernel>;
 };
 
 }  // namespace cpullm

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "engine/kernels/int8_rows.hpp"
+#include "engine/kernels/iq4_nl.hpp"
 #include "engine/kernels/k_quants.hpp"
 #include "engine/kernels/q4_1.hpp"
 #include "engine/kernels/q5.hpp"
@@ -214,6 +215,20 @@ const auto& table() {
           .dot = {.scalar = scalar_dot::q6_k, .avx2 = avx2_dot::q6_k, .avx512 = avx2_dot::q6_k},
           .gemm = {.panels = GemmPanels::sub_blocks, .pack = pack_q6_k_panel},
           .streaming = kSubBlockStreaming,
+      },
+      WeightFormat{
+          .name = "iq4_nl",
+          .type = GgmlType::IQ4_NL,
+          .layout = "32 values per 18-byte block: FP16 d, 16 bytes of 4-bit indices (low: values 0-15, high: "
+                    "16-31) into 16 int8 levels; x = d * level",
+          .activations = Activations::q8_0,
+          .encode = quantize_row_iq4_nl,
+          .decode = dequantize_row_iq4_nl,
+          .output_layer = GgmlType::Q6_K,
+          .llama_file_type = 25,  // MOSTLY_IQ4_NL
+          .dot = {.scalar = scalar_dot::iq4_nl, .avx2 = avx2_dot::iq4_nl, .avx512 = avx512_dot::iq4_nl},
+          .gemm = {.panels = GemmPanels::integer, .pack = pack_integer_rows<Iq4NlRow>},
+          .streaming = kQ8_0Streaming,
       },
       WeightFormat{
           .name = "q8_0-r8",

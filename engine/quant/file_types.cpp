@@ -18,6 +18,7 @@ enum LlamaFileType : uint32_t {
   kMostlyQ4_K_M = 15,
   kMostlyQ5_K_S = 16,
   kMostlyQ5_K_M = 17,
+  kMostlyIQ4_NL = 25,
 };
 
 // The mixtures whose names are not a registry format's. q3_k, q4_k and q5_k are the _S types
@@ -35,9 +36,10 @@ bool use_more_bits(int layer, int layers) {
   return layer < layers / 8 || layer >= 7 * layers / 8 || (layer - layers / 8) % 3 == 2;
 }
 
-bool is_k_quant(GgmlType t) {
+// The types whose file types follow llama-quantize's per-tensor rules (mixture_type).
+bool has_mixture_rules(GgmlType t) {
   return t == GgmlType::Q2_K || t == GgmlType::Q3_K || t == GgmlType::Q4_K || t == GgmlType::Q5_K ||
-         t == GgmlType::Q6_K;
+         t == GgmlType::Q6_K || t == GgmlType::IQ4_NL;
 }
 
 GgmlType mixture_type(uint32_t ftype, GgmlType type, const TensorSite& site) {
@@ -48,6 +50,7 @@ GgmlType mixture_type(uint32_t ftype, GgmlType type, const TensorSite& site) {
     if (ftype == kMostlyQ3_K_L) return GgmlType::Q5_K;
     if ((ftype == kMostlyQ4_K_M || ftype == kMostlyQ5_K_M) && use_more_bits(site.layer, site.layers)) return GgmlType::Q6_K;
     if (ftype == kMostlyQ4_K_S && site.layer < 4) return GgmlType::Q5_K;
+    if (ftype == kMostlyIQ4_NL && site.gqa >= 4) return GgmlType::Q5_K;
   } else if (name.find("ffn_down") != std::string_view::npos) {
     if (ftype == kMostlyQ2_K) return GgmlType::Q3_K;
     if (ftype == kMostlyQ3_K_M)
@@ -55,6 +58,7 @@ GgmlType mixture_type(uint32_t ftype, GgmlType type, const TensorSite& site) {
     if (ftype == kMostlyQ3_K_L) return GgmlType::Q5_K;
     if ((ftype == kMostlyQ4_K_M || ftype == kMostlyQ5_K_M) && use_more_bits(site.layer, site.layers)) return GgmlType::Q6_K;
     if (ftype == kMostlyQ4_K_S && site.layer < site.layers / 8) return GgmlType::Q5_K;
+    if (ftype == kMostlyIQ4_NL && site.layer < site.layers / 8) return GgmlType::Q5_K;
   } else if (name.find("attn_output.weight") != std::string_view::npos) {
     if (ftype == kMostlyQ2_K) return GgmlType::Q3_K;
     if (ftype == kMostlyQ3_K_M) return GgmlType::Q4_K;
@@ -91,7 +95,7 @@ const FileType& file_type_of(GgmlType format) { return file_type_named(weight_fo
 
 GgmlType tensor_type(const FileType& file_type, const TensorSite& site) {
   if (site.is_output) return weight_format(file_type.base).output_layer;
-  if (file_type.llama_file_type && is_k_quant(file_type.base))
+  if (file_type.llama_file_type && has_mixture_rules(file_type.base))
     return mixture_type(*file_type.llama_file_type, file_type.base, site);
   return file_type.base;
 }
@@ -103,7 +107,9 @@ GgmlType fit_row_length(GgmlType type, int64_t cols) {
     case GgmlType::Q4_K: type = GgmlType::Q5_0; break;
     case GgmlType::Q5_K: type = GgmlType::Q5_1; break;
     case GgmlType::Q6_K: type = GgmlType::Q8_0; break;
-    default: type = GgmlType::F16;  // Q2_K and Q3_K go to IQ4_NL in llama.cpp, which cpullm lacks
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K: type = GgmlType::IQ4_NL; break;
+    default: type = GgmlType::F16;
   }
   return whole(type) ? type : GgmlType::F16;
 }

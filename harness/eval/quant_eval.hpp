@@ -17,7 +17,7 @@ struct QuantEvalOptions {
   std::vector<std::string> keep;     // quantize --keep list, applied to every format
   int64_t window = 256;              // tokens per window (BOS + text); each window starts a fresh context
   std::string work_dir;              // where the quantized copies are written
-  RunConfig run;                     // how each model runs (threads, kernels, ...); its model and context are set per model
+  RunConfig run = {};                // how each model runs (threads, kernels, ...); its model and context are set per model
 };
 
 struct QuantEvalResult {

@@ -20,17 +20,19 @@ _STRING, _ARRAY = 8, 9
 # values (Q8_0: FP16 d, 32 int8 q, x = d*q; Q4_0: FP16 d, 16 bytes whose low nibbles are values
 # 0-15 and high nibbles 16-31, x = d*(nibble - 8); Q4_1: FP16 d and m, nibbles, x = d*q + m;
 # Q5_0/Q5_1: as Q4_0/Q4_1 with a 32-bit mask of fifth bits after d (and m), x = d*(q - 16) or
-# d*q + m) or super-blocks of 256 (the K-quants, decoded by _decode_k below); and cpullm's
+# d*q + m; IQ4_NL: FP16 d, nibbles as Q4_0's indexing 16 fixed int8 levels, x = d*level[nibble])
+# or super-blocks of 256 (the K-quants, decoded by _decode_k below); and cpullm's
 # per-channel INT8 (each row an FP32 scale d, then one int8 q per value, x = d*q).
 GGML_F32, GGML_F16, GGML_Q4_0, GGML_Q4_1, GGML_Q5_0, GGML_Q5_1, GGML_Q8_0 = 0, 1, 2, 3, 6, 7, 8
-GGML_Q2_K, GGML_Q3_K, GGML_Q4_K, GGML_Q5_K, GGML_Q6_K, GGML_BF16 = 10, 11, 12, 13, 14, 30
+GGML_Q2_K, GGML_Q3_K, GGML_Q4_K, GGML_Q5_K, GGML_Q6_K, GGML_IQ4_NL, GGML_BF16 = 10, 11, 12, 13, 14, 20, 30
+IQ4_NL_LEVELS = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=np.float64)
 CPULLM_INT8_CHANNEL = 4097
 
 K_QUANTS = (GGML_Q2_K, GGML_Q3_K, GGML_Q4_K, GGML_Q5_K, GGML_Q6_K)
 # (values, bytes) per block
 BLOCKS = {GGML_Q4_0: (32, 18), GGML_Q4_1: (32, 20), GGML_Q5_0: (32, 22), GGML_Q5_1: (32, 24), GGML_Q8_0: (32, 34),
            GGML_Q2_K: (256, 84), GGML_Q3_K: (256, 110), GGML_Q4_K: (256, 144), GGML_Q5_K: (256, 176),
-           GGML_Q6_K: (256, 210)}
+           GGML_Q6_K: (256, 210), GGML_IQ4_NL: (32, 18)}
 GGML_TYPES = (GGML_F32, GGML_F16, GGML_BF16) + tuple(BLOCKS)  # the ones of ggml's numbering
 DECODED_TYPES = GGML_TYPES + (CPULLM_INT8_CHANNEL,)
 
@@ -135,6 +137,8 @@ def _decode_rows(raw, gtype, n):
         x = d * (_nibbles(blocks[:, 2:]) - 8)
     elif gtype == GGML_Q4_1:
         x = d * _nibbles(blocks[:, 4:]) + _f16(blocks, 2)
+    elif gtype == GGML_IQ4_NL:
+        x = d * IQ4_NL_LEVELS[_nibbles(blocks[:, 2:])]
     elif gtype == GGML_Q5_0:
         x = d * ((_nibbles(blocks[:, 6:]) | _fifth_bits(blocks[:, 2:6])) - 16)
     else:  # Q5_1

@@ -68,7 +68,7 @@ TEST(EvalQuant, RefusesTooShortTextsAndWindows) {
   test::TempDir dir;
   EXPECT_THROW(evaluate_quantization(*path, "", {{"q8_0"}, {}, 256, dir.file("a")}), std::exception);
   EXPECT_THROW(evaluate_quantization(*path, default_eval_text(), {{"q8_0"}, {}, 1, dir.file("b")}), std::exception);
-  EXPECT_THROW(evaluate_quantization(*path, default_eval_text(), {{"iq4_nl"}, {}, 64, dir.file("c")}), std::exception);
+  EXPECT_THROW(evaluate_quantization(*path, default_eval_text(), {{"iq4_xs"}, {}, 64, dir.file("c")}), std::exception);
 }
 
 }  // namespace

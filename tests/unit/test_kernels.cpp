@@ -418,15 +418,15 @@ TEST(Matvec, QuantizesActivationsAsQuantizeRowQ8_0) {
 }
 
 TEST(Matvec, RefusesTypesWithoutAKernel) {
-  std::vector<std::byte> block(18);
-  WeightMatrix iq4_nl{block.data(), GgmlType::IQ4_NL, 1, 32};
-  EXPECT_FALSE(matvec_supports(GgmlType::IQ4_NL, 32));
+  std::vector<std::byte> block(136);
+  WeightMatrix iq4_xs{block.data(), GgmlType::IQ4_XS, 1, 256};
+  EXPECT_FALSE(matvec_supports(GgmlType::IQ4_XS, 256));
   EXPECT_FALSE(matvec_supports(GgmlType::Q8_0, 48));  // not whole blocks
   EXPECT_FALSE(matvec_supports(GgmlType::Q4_K, 64));
   EXPECT_TRUE(matvec_supports(GgmlType::Q4_K, 512));
   EXPECT_TRUE(matvec_supports(GgmlType::CPULLM_INT8_CHANNEL, 64));
-  float y, x[32] = {};
-  EXPECT_THROW(matvec(&y, iq4_nl, x, Isa::Scalar), std::exception);
+  float y, x[256] = {};
+  EXPECT_THROW(matvec(&y, iq4_xs, x, Isa::Scalar), std::exception);
 }
 
 // CPULLM_Q4_0_R8 and CPULLM_Q8_0_R8 hold Q4_0's and Q8_0's bytes rearranged: the same values in

@@ -152,7 +152,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          GgmlType::CPULLM_INT8_CHANNEL, GgmlType::CPULLM_Q4_0_R8,
                                          GgmlType::CPULLM_Q8_0_R8, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
                                          GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
-                                         GgmlType::Q6_K)),
+                                         GgmlType::Q6_K, GgmlType::IQ4_NL)),
     matmul_case_name);
 
 // Tokens +1, -1, then random signs: every block's amax is 1, so every activation quantizes to +-127.
@@ -276,10 +276,10 @@ TEST(Matmul, RefusesCacheSizesOutsideTheBlockingsRange) {
 }
 
 TEST(Matmul, RefusesTypesWithoutAKernel) {
-  std::vector<std::byte> block(18);
-  const WeightMatrix iq4_nl{block.data(), GgmlType::IQ4_NL, 1, 32};
-  float y, x[32] = {};
-  EXPECT_THROW(matmul(&y, 1, iq4_nl, x, 32, 1, Isa::Scalar, sysconf_cache_sizes()), std::exception);
+  std::vector<std::byte> block(136);
+  const WeightMatrix iq4_xs{block.data(), GgmlType::IQ4_XS, 1, 256};
+  float y, x[256] = {};
+  EXPECT_THROW(matmul(&y, 1, iq4_xs, x, 256, 1, Isa::Scalar, sysconf_cache_sizes()), std::exception);
 }
 
 // The streaming policy at the shapes it was measured on (docs/kernels.md), with a

@@ -421,15 +421,15 @@ TEST(Quantize, BadInputIsAClearError) {
   EXPECT_FALSE(std::filesystem::exists(output));  // nothing is created when the input is refused
 
   // A type quantize cannot decode: refused by name where it must change, copied where it is kept.
-  const std::string odd = dir.file("iq4_nl.gguf");
+  const std::string odd = dir.file("iq4_xs.gguf");
   {
     GgufWriter w(odd);
     w.add_string("general.architecture", "llama");
-    w.add_tensor("blk.0.attn_q.weight", GgmlType::IQ4_NL, {32, 2});
-    w.write_data(std::vector<std::byte>(2 * 18, std::byte{3}));
+    w.add_tensor("blk.0.attn_q.weight", GgmlType::IQ4_XS, {256, 2});
+    w.write_data(std::vector<std::byte>(2 * 136, std::byte{3}));
     w.finish();
   }
-  expect_error([&] { quantize(odd, output, GgmlType::Q8_0); }, {odd, "tensor 'blk.0.attn_q.weight' has type IQ4_NL"});
+  expect_error([&] { quantize(odd, output, GgmlType::Q8_0); }, {odd, "tensor 'blk.0.attn_q.weight' has type IQ4_XS"});
   expect_error([&] { quantize(odd, output, GgmlType::Q8_0, {"last"}); }, {odd, "llama.block_count"});
   quantize(odd, output, GgmlType::Q8_0, {"blk.0.attn_q.weight"});
   EXPECT_TRUE(same_bytes(GgufFile(output).require_tensor("blk.0.attn_q.weight"), GgufFile(odd).require_tensor("blk.0.attn_q.weight")));
