@@ -10,7 +10,7 @@
 // Packing turns every weight format into one of two panel types, so each ISA level has two
 // micro-kernels in all, whatever the formats:
 //   float panels (F32, F16, BF16 weights): (depth, R) FP32; column k's R rows at panel[k * R].
-//   integer panels (Q8_0, Q4_0, INT8_CHANNEL and their _R8 layouts): per block of 32 columns, 8 groups of 4 columns,
+//   integer panels (Q8_0, Q4_0, IQ4_NL, INT8_CHANNEL, the _R8 layouts): per block of 32 columns, 8 groups of 4 columns,
 //     each R rows x 4 bytes (row r's 4 weights at bytes (g * R + r) * 4 of the block), then the
 //     R rows' FP32 scales. One int32 lane per row takes 4 products at once (vpdpbusd, or
 //     maddubs + madd). The bytes encode the weights as the micro-kernel multiplies them
