@@ -68,6 +68,11 @@ inline constexpr int kRowDotTokens = 4;
 using RowDot = void (*)(const std::byte* row, const void* const* activations, int tokens, int64_t cols, float* out);
 
 // A RowDot from a kernel templated on its token count, Kernel<T>::run(row, activations, cols, out).
+// In an unnamed namespace, so every file has its own: GCC gives an instantiation on a template
+// from a file's unnamed namespace external (weak) linkage when it is a template template
+// argument (GCC bug 70413), and the linker then kept one of two same-named kernels, such as
+// q4_1_avx2.cpp's and q4_1_avx512.cpp's Q4_1Kernel, for both levels.
+namespace {
 template <template <int> typename Kernel>
 void by_token_count(const std::byte* row, const void* const* activations, int tokens, int64_t cols, float* out) {
   switch (tokens) {
@@ -77,6 +82,7 @@ void by_token_count(const std::byte* row, const void* const* activations, int to
     default: return Kernel<4>::run(row, activations, cols, out);
   }
 }
+}  // namespace
 
 // An INT8_CHANNEL row: one FP32 scale for the whole row, then its int8 values.
 inline float int8_channel_scale(const std::byte* row) { float v; __builtin_memcpy(&v, row, 4); return v; }

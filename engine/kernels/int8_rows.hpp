@@ -35,6 +35,14 @@ inline __m256i broadcast4_i8(const int8_t* p) {
 // (docs/kernels-decode.md, "Prefetch").
 inline constexpr int64_t kPrefetchAhead = 4096;
 inline void prefetch_ahead(const void* p) { _mm_prefetch(static_cast<const char*>(p) + kPrefetchAhead, _MM_HINT_T0); }
+// Every line of a block of any size asked for ahead: prefetches 64 bytes apart from its start
+// reach each line, the last one's gap to the next block's start at most 64 (the K-quants'
+// super-blocks, 84 to 210 bytes).
+template <typename Block>
+inline void prefetch_lines(const Block* block) {
+  for (int64_t at = 0; at < static_cast<int64_t>(sizeof(Block)); at += 64)
+    prefetch_ahead(reinterpret_cast<const std::byte*>(block) + at);
+}
 // An interleaved block is 144 bytes (Q4_0) or 272 (Q8_0): a prefetch every 72 or 68 bytes, 2 or
 // 4 a block, reaches every line (the blocks are read in order).
 template <typename Block>

@@ -95,8 +95,10 @@ void dequantize_row_q4_k(const std::byte* row, float* out, int64_t n);
 void dequantize_row_q5_k(const std::byte* row, float* out, int64_t n);
 void dequantize_row_q6_k(const std::byte* row, float* out, int64_t n);
 
-// The row kernels, one per ISA level (k_quants_dot.cpp, k_quants_avx2.cpp).
+// The row kernels, one per ISA level (k_quants_dot.cpp, k_quants_avx2.cpp, k_quants_avx512.cpp:
+// Q2_K and Q3_K run the AVX2 ones at the AVX-512 level).
 namespace scalar_dot { extern const RowDot q2_k, q3_k, q4_k, q5_k, q6_k; }
 namespace avx2_dot { extern const RowDot q2_k, q3_k, q4_k, q5_k, q6_k; }
+namespace avx512_dot { extern const RowDot q4_k, q5_k, q6_k; }
 
 }  // namespace cpullm

@@ -39,14 +39,6 @@
 namespace cpullm {
 namespace {
 
-// Every line of a super-block asked for 4 KiB ahead (int8_rows.hpp): prefetches 64 bytes apart
-// from its start reach each line, the last one's gap to the next block's start at most 64.
-template <typename Block>
-inline void prefetch_block(const Block* block) {
-  for (int64_t at = 0; at < static_cast<int64_t>(sizeof(Block)); at += 64)
-    prefetch_ahead(reinterpret_cast<const std::byte*>(block) + at);
-}
-
 // In-lane reductions of int16 words (dot_avx2.cpp's pair_up and quad_up with int16 adds): four
 // registers of maddubs pairs, block k's in p[k] (words 0-7 its values 0-15's, 8-15 its values
 // 16-31's), to one whose dword k holds two words summing block k's lower half in the lower
@@ -294,7 +286,7 @@ struct SuperBlocks {
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
       for (int64_t i = 0; i < cols / kSuperBlock; ++i) {
-        prefetch_block(blocks + i);
+        prefetch_lines(blocks + i);
         const Unpacked unpacked(blocks[i]);
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) acc[t] = unpacked.add_to(*a[t], i * (kSuperBlock / kQuantBlock), acc[t]);

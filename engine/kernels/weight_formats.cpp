@@ -34,7 +34,7 @@ constexpr Streaming kQ4_0Streaming{.most_tokens = kRowStreamTokens, .activation_
 constexpr Streaming kSubBlockStreaming{.most_tokens = kRowDotTokens, .activation_block_bytes = 40};
 
 // The table. Every field by name; a format leaves out what it lacks (no GEMM panel, no
-// llama.cpp file type). Q5_0, Q5_1 and the K-quants have no AVX-512 row kernel of their own: their
+// llama.cpp file type). Q5_0, Q5_1, Q2_K and Q3_K have no AVX-512 row kernel of their own: their
 // AVX-512 level runs the AVX2 one, named as such. Built on first use, so no other file's static initialisation can find it
 // empty.
 const auto& table() {
@@ -184,7 +184,7 @@ const auto& table() {
           .decode = dequantize_row_q4_k,
           .output_layer = GgmlType::Q6_K,
           .llama_file_type = 14,  // MOSTLY_Q4_K_S
-          .dot = {.scalar = scalar_dot::q4_k, .avx2 = avx2_dot::q4_k, .avx512 = avx2_dot::q4_k},
+          .dot = {.scalar = scalar_dot::q4_k, .avx2 = avx2_dot::q4_k, .avx512 = avx512_dot::q4_k},
           .gemm = {.panels = GemmPanels::sub_blocks, .pack = pack_q4_k_panel, .whole_blocks = true},
           .streaming = kSubBlockStreaming,
       },
@@ -198,7 +198,7 @@ const auto& table() {
           .decode = dequantize_row_q5_k,
           .output_layer = GgmlType::Q6_K,
           .llama_file_type = 16,  // MOSTLY_Q5_K_S
-          .dot = {.scalar = scalar_dot::q5_k, .avx2 = avx2_dot::q5_k, .avx512 = avx2_dot::q5_k},
+          .dot = {.scalar = scalar_dot::q5_k, .avx2 = avx2_dot::q5_k, .avx512 = avx512_dot::q5_k},
           .gemm = {.panels = GemmPanels::sub_blocks, .pack = pack_q5_k_panel, .whole_blocks = true},
           .streaming = kSubBlockStreaming,
       },
@@ -212,7 +212,7 @@ const auto& table() {
           .decode = dequantize_row_q6_k,
           .output_layer = GgmlType::Q6_K,
           .llama_file_type = 18,  // MOSTLY_Q6_K
-          .dot = {.scalar = scalar_dot::q6_k, .avx2 = avx2_dot::q6_k, .avx512 = avx2_dot::q6_k},
+          .dot = {.scalar = scalar_dot::q6_k, .avx2 = avx2_dot::q6_k, .avx512 = avx512_dot::q6_k},
           .gemm = {.panels = GemmPanels::sub_blocks, .pack = pack_q6_k_panel},
           .streaming = kSubBlockStreaming,
       },

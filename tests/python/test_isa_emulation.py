@@ -2,8 +2,10 @@
 the Xeon E5 v4's core, which has no AVX-512) and gives the same tokens as the AVX2 kernels on
 this machine. A binary that used AVX-512 outside the dispatched kernels would die of SIGILL.
 
-Checks, for stories260K in F32, llama.cpp's Q8_0 and Q4_0, and cpullm's Q8_0 and Q4_0 with rows
-interleaved in eights (`quantize --type q8_0-r8`, `q4_0-r8`, written to a temporary folder):
+Checks, for stories260K in F32, llama.cpp's Q8_0 and Q4_0, cpullm's Q8_0 and Q4_0 with rows
+interleaved in eights (`quantize --type q8_0-r8`, `q4_0-r8`, written to a temporary folder), and
+llama.cpp's files of the small K-quant model (kquants/: the K-quants, Q4_1, Q5_0, Q5_1, whose
+AVX-512 row kernels share their names with the AVX2 ones):
   - under `qemu-x86_64 -cpu Broadwell` the kernels pick avx2 by themselves;
   - greedy generation there equals `CPULLM_ISA=avx2` on the host, token for token, from BOS alone
     (every step through the row kernels) and from a 32-token prompt (its prefill through the
@@ -32,7 +34,9 @@ def generate(cmd, model, isa=None, prompt=None):
     return subprocess.run(cmd + args, capture_output=True, text=True, env=env, timeout=600)
 
 
-MODELS = ("stories260K", "stories260K-q8_0", "stories260K-q4_0", "stories260K-q8_0-r8", "stories260K-q4_0-r8")
+STORIES = ("stories260K", "stories260K-q8_0", "stories260K-q4_0", "stories260K-q8_0-r8", "stories260K-q4_0-r8")
+KQUANTS = ("kq-q2_k", "kq-q3_k_m", "kq-q4_k_m", "kq-q4_k_s", "kq-q5_k_m", "kq-q6_k", "kq-q4_1", "kq-q5_0", "kq-q5_1")
+MODELS = STORIES + KQUANTS
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +44,11 @@ def models(ctx):
     """Model name -> path: the shared files, and the interleaved layouts quantized from F32."""
     if not shutil.which(QEMU[0]):
         pytest.skip("qemu-x86_64 not installed (Debian package qemu-user; scripts/setup installs it)")
-    paths = {name: os.path.join(ctx.shared, f"{name}.gguf") for name in MODELS[:3]}
-    if not all(os.path.isfile(p) for p in paths.values()):
-        pytest.skip(f"stories260K models not found in {ctx.shared}")
+    paths = {name: os.path.join(ctx.shared, f"{name}.gguf") for name in STORIES[:3]}
+    paths |= {name: os.path.join(ctx.shared, "kquants", f"{name}.gguf") for name in KQUANTS}
+    missing = [p for p in paths.values() if not os.path.isfile(p)]
+    if missing:
+        pytest.skip(f"models not found: {', '.join(missing)}")
     for layout in ("q8_0-r8", "q4_0-r8"):
         paths[f"stories260K-{layout}"] = os.path.join(ctx.workdir, f"stories260K-{layout}.gguf")
         subprocess.run([ctx.cpullm, "quantize", paths["stories260K"], paths[f"stories260K-{layout}"], "--type", layout],

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <iterator>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "engine/kernels/attention.hpp"
@@ -427,6 +428,18 @@ TEST(Matvec, RefusesTypesWithoutAKernel) {
   EXPECT_TRUE(matvec_supports(GgmlType::CPULLM_INT8_CHANNEL, 64));
   float y, x[256] = {};
   EXPECT_THROW(matvec(&y, iq4_xs, x, Isa::Scalar), std::exception);
+}
+
+// Each level runs a kernel of its own, except where the registry gives the AVX-512 level the
+// AVX2 one (Q5_0, Q5_1, Q2_K, Q3_K). Same-named kernels in two files once resolved to one
+// function for both levels (dot.hpp, by_token_count): the AVX-512 Q4_1 kernel never ran.
+TEST(Matvec, EveryLevelRunsAKernelOfItsOwn) {
+  const std::set<GgmlType> avx2_at_avx512 = {GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K};
+  for (const WeightFormat& f : weight_formats()) {
+    EXPECT_NE(f.dot.scalar, f.dot.avx2) << f.name;
+    if (avx2_at_avx512.contains(f.type)) EXPECT_EQ(f.dot.avx512, f.dot.avx2) << f.name;
+    else EXPECT_NE(f.dot.avx512, f.dot.avx2) << f.name;
+  }
 }
 
 // CPULLM_Q4_0_R8 and CPULLM_Q8_0_R8 hold Q4_0's and Q8_0's bytes rearranged: the same values in
