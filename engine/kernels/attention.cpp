@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "engine/kernels/dot.hpp"
 #include "engine/kernels/gemm.hpp"
 #include "engine/kernels/isa.hpp"
 #include "engine/kernels/ops.hpp"
@@ -18,67 +19,119 @@
 namespace cpullm {
 namespace {
 
-// Both kernels work on tiles of cache rows widened to FP32 once per tile (not element by element
-// inside every dot product, which did not vectorise for F16 and BF16). The single query's
-// (decode's) works in columns of kChunk floats held in four `Lanes` (ops.hpp: 8 floats, an AVX2
-// register at the baseline) across each inner loop, its scores (score_rows) in AVX2 directly, for
-// the horizontal adds. The tiled kernel (prefill) packs its tiles for the GEMM's micro-kernel.
+// The single query's (decode's) kernels read the cache rows where they lie: F32 as stored, F16
+// through F16C and BF16 by a shift, eight values at a time, in the dot products themselves.
+// They once widened every 64-row tile into an FP32 buffer first, one dispatched row conversion a
+// row: at depth 8,192 that made the half-size F16 cache slower to attend over than F32 (docs/attention.md).
+// The tiled kernel (prefill) packs its tiles for the GEMM's micro-kernel.
 constexpr int64_t kVectors = 4, kChunk = kLanes * kVectors;
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
-// out (width) += sum over k < n of coefficients[k] * rows[k, .]; rows (n, width), width a
-// multiple of kChunk: a query's output, its probabilities times the value rows. Even and odd k
-// sum apart: eight chains of FMAs, not four, so none waits on the last's
-// latency.
-void accumulate_rows(float* out, const float* coefficients, const float* rows, int64_t n, int64_t width) {
-  for (int64_t c0 = 0; c0 < width; c0 += kChunk) {
-    Lanes even[kVectors], odd[kVectors] = {};
-    for (int64_t v = 0; v < kVectors; ++v) even[v] = load_lanes(out + c0 + v * kLanes);
-    int64_t k = 0;
-    for (; k + 2 <= n; k += 2) {
-      const Lanes first = Lanes{} + coefficients[k], second = Lanes{} + coefficients[k + 1];
-      const float* row = rows + k * width + c0;
-      for (int64_t v = 0; v < kVectors; ++v) {
-        even[v] += first * load_lanes(row + v * kLanes);
-        odd[v] += second * load_lanes(row + width + v * kLanes);
-      }
-    }
-    if (k < n)
-      for (int64_t v = 0; v < kVectors; ++v) even[v] += (Lanes{} + coefficients[k]) * load_lanes(rows + k * width + c0 + v * kLanes);
-    for (int64_t v = 0; v < kVectors; ++v) store_lanes(out + c0 + v * kLanes, even[v] + odd[v]);
-  }
+// Eight cache values of type V from p as FP32.
+template <GgmlType V>
+inline __m256 load8(const std::byte* p) {
+  if constexpr (V == GgmlType::F32) return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+  const __m128i halves = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if constexpr (V == GgmlType::F16) return _mm256_cvtph_ps(halves);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(halves), 16));
 }
 
-// scores[j] = scale * (q . rows[j]) for j < n; rows (at least n rounded up to 8, width), width
-// a multiple of 8; the rows past n are read and their scores dropped. Eight rows at a
-// time, each with its own accumulator, and the eight reduced together by hadds and one lane
-// swap: one dot product per row spent more instructions on reducing its accumulator to a float
-// than on its products (head_dim 64: 8 FMAs, then about 11 reduction steps).
-void score_rows(float* scores, const float* q, const float* rows, int64_t n, int64_t width, float scale) {
+// out (head_dim) += sum over k < n of coefficients[k] * row k's head, row k at rows + k * stride
+// bytes: a query's output, its probabilities times the value rows. Columns in runs of 4 vectors
+// (then single vectors, then one at a time); even and odd k sum apart, so no FMA chain waits on
+// the previous one's latency.
+template <GgmlType V, int kRun>
+void accumulate_columns(float* out, const float* coefficients, const std::byte* rows, int64_t stride, int64_t n) {
+  __m256 even[kRun], odd[kRun];
+  for (int v = 0; v < kRun; ++v) even[v] = _mm256_loadu_ps(out + v * kLanes), odd[v] = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 2 <= n; k += 2) {
+    const __m256 first = _mm256_set1_ps(coefficients[k]), second = _mm256_set1_ps(coefficients[k + 1]);
+    const std::byte* row = rows + k * stride;
+    for (int v = 0; v < kRun; ++v) {
+      even[v] = _mm256_fmadd_ps(first, load8<V>(row + v * kLanes * kValueBytes<V>), even[v]);
+      odd[v] = _mm256_fmadd_ps(second, load8<V>(row + stride + v * kLanes * kValueBytes<V>), odd[v]);
+    }
+  }
+  if (k < n)
+    for (int v = 0; v < kRun; ++v)
+      even[v] = _mm256_fmadd_ps(_mm256_set1_ps(coefficients[k]), load8<V>(rows + k * stride + v * kLanes * kValueBytes<V>), even[v]);
+  for (int v = 0; v < kRun; ++v) _mm256_storeu_ps(out + v * kLanes, _mm256_add_ps(even[v], odd[v]));
+}
+
+template <GgmlType V>
+void accumulate_rows(float* out, const float* coefficients, const std::byte* rows, int64_t stride, int64_t n, int64_t head_dim) {
+  int64_t c = 0;
+  for (; c + kChunk <= head_dim; c += kChunk) accumulate_columns<V, kVectors>(out + c, coefficients, rows + c * kValueBytes<V>, stride, n);
+  for (; c + kLanes <= head_dim; c += kLanes) accumulate_columns<V, 1>(out + c, coefficients, rows + c * kValueBytes<V>, stride, n);
+  for (; c < head_dim; ++c)
+    for (int64_t k = 0; k < n; ++k) out[c] += coefficients[k] * load_value<V>(rows + k * stride + c * kValueBytes<V>);
+}
+
+// scores[j] = scale * (q . row j's head) for j < n, row j at rows + j * stride bytes. Eight rows
+// at a time, each with its own accumulator, and the eight reduced together by hadds and one
+// lane swap: one dot product per row spent more instructions on reducing its accumulator to a
+// float than on its products (head_dim 64: 8 FMAs, then about 11 reduction steps). A last group
+// of fewer than 8 reads row n - 1 again in the missing places and drops those scores.
+template <GgmlType V>
+void score_rows(float* scores, const float* q, const std::byte* rows, int64_t stride, int64_t n, int64_t head_dim, float scale) {
+  const int64_t vector_columns = head_dim / kLanes * kLanes;
   for (int64_t j = 0; j < n; j += 8) {
+    const std::byte* row[8];
+    for (int64_t r = 0; r < 8; ++r) row[r] = rows + std::min(j + r, n - 1) * stride;
     __m256 acc[8];
     for (__m256& a : acc) a = _mm256_setzero_ps();
-    for (int64_t c = 0; c < width; c += 8) {
+    for (int64_t c = 0; c < vector_columns; c += kLanes) {
       const __m256 q_c = _mm256_loadu_ps(q + c);
-      for (int64_t r = 0; r < 8; ++r) acc[r] = _mm256_fmadd_ps(q_c, _mm256_loadu_ps(rows + (j + r) * width + c), acc[r]);
+      for (int64_t r = 0; r < 8; ++r) acc[r] = _mm256_fmadd_ps(q_c, load8<V>(row[r] + c * kValueBytes<V>), acc[r]);
     }
     // hadd(a, b) = a0+a1 a2+a3 b0+b1 b2+b3 | a4+a5 a6+a7 b4+b5 b6+b7: two rounds leave rows 0-3's
     // sums of lanes 0-3 in the low half and of lanes 4-7 in the high one.
     const __m256 rows_0123 = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
     const __m256 rows_4567 = _mm256_hadd_ps(_mm256_hadd_ps(acc[4], acc[5]), _mm256_hadd_ps(acc[6], acc[7]));
-    const __m256 sums = _mm256_add_ps(_mm256_permute2f128_ps(rows_0123, rows_4567, 0x20),
-                                      _mm256_permute2f128_ps(rows_0123, rows_4567, 0x31));
     alignas(32) float eight[8];
-    _mm256_store_ps(eight, _mm256_mul_ps(sums, _mm256_set1_ps(scale)));
-    std::copy_n(eight, std::min<int64_t>(8, n - j), scores + j);
+    _mm256_store_ps(eight, _mm256_add_ps(_mm256_permute2f128_ps(rows_0123, rows_4567, 0x20),
+                                         _mm256_permute2f128_ps(rows_0123, rows_4567, 0x31)));
+    for (int64_t r = 0; r < std::min<int64_t>(8, n - j); ++r) {
+      for (int64_t c = vector_columns; c < head_dim; ++c) eight[r] += q[c] * load_value<V>(row[r] + c * kValueBytes<V>);
+      scores[j + r] = eight[r] * scale;
+    }
   }
 }
 
-// rows (n, width) = n consecutive cache rows' head at `offset`, widened to FP32; columns past
-// head_dim stay as they were (zero).
-void widen_rows(float* rows, const std::byte* cache, GgmlType kv_type, int64_t row_size, int64_t offset, int64_t n,
-                int64_t head_dim, int64_t width) {
-  for (int64_t j = 0; j < n; ++j) decode_row(kv_type, cache + j * row_size + offset, rows + j * width, head_dim);
+// One unit of attention_single_queries: query heads first .. first + heads - 1 of one query, all
+// reading the KV head whose slice of each cache row starts at keys and values (rows row_size
+// bytes apart). Per tile of kRows positions every head scores the same key rows (from L1 after
+// the first), then per head a softmax over all positions and the weighted sum of the value rows.
+// scores (heads, n_positions), sums (heads, head_dim): the thread's buffers.
+template <GgmlType V>
+void attend_heads(const AttentionQuery& query, int64_t first, int64_t heads, const std::byte* keys,
+                  const std::byte* values, int64_t row_size, int64_t n_positions, int64_t hd, float* scores, float* sums) {
+  constexpr int64_t kRows = 64;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  for (int64_t t0 = 0; t0 < n_positions; t0 += kRows) {
+    const int64_t n = std::min(kRows, n_positions - t0);
+    for (int64_t i = 0; i < heads; ++i)
+      score_rows<V>(&scores[i * n_positions + t0], query.q + (first + i) * hd, keys + t0 * row_size, row_size, n, hd, scale);
+  }
+  for (int64_t i = 0; i < heads; ++i) softmax(&scores[i * n_positions], n_positions);
+  std::fill_n(sums, heads * hd, 0.0f);
+  for (int64_t t0 = 0; t0 < n_positions; t0 += kRows) {
+    const int64_t n = std::min(kRows, n_positions - t0);
+    for (int64_t i = 0; i < heads; ++i)
+      accumulate_rows<V>(&sums[i * hd], &scores[i * n_positions + t0], values + t0 * row_size, row_size, n, hd);
+  }
+  for (int64_t i = 0; i < heads; ++i) std::copy_n(&sums[i * hd], hd, query.out + (first + i) * hd);
+}
+
+using AttendHeads = void (*)(const AttentionQuery&, int64_t, int64_t, const std::byte*, const std::byte*, int64_t, int64_t,
+                             int64_t, float*, float*);
+AttendHeads attend_heads_for(GgmlType kv_type) {
+  switch (kv_type) {
+    case GgmlType::F16: return attend_heads<GgmlType::F16>;
+    case GgmlType::BF16: return attend_heads<GgmlType::BF16>;
+    default: return attend_heads<GgmlType::F32>;
+  }
 }
 
 // How attention_single_queries splits one query into units: its KV heads, each split into runs of
@@ -91,22 +144,19 @@ struct QueryUnits {
 
 // Single queries (decode), each over its own sequence's cache, in one parallel loop. A unit of
 // work is a query's KV head and a run of the query heads that read it: each tile of the KV head's
-// cache rows is widened to FP32 once for all of them (TinyLlama's 8 query heads per KV head
-// widened every row 8 times when each head was a unit of its own), then per head the scores, a
-// softmax and the weighted sum of the values. Several sequences' queries share one loop: a decode
-// step of 32 sequences ran 32 loops a layer, each a job of a few microseconds' work at short
-// contexts. Work grows with a query's context, so a query's groups are split as far as its share
-// of the batch's positions needs threads (a long context among short ones gets as many as it would
-// alone), and each thread takes the units whose middle lies in its share of the total work. Each
-// head's arithmetic is the same in any unit, so the output depends on neither the thread count nor
-// the batch.
+// cache rows is read from memory once for all of them (from L1 for all but the first), then per
+// head a softmax and the weighted sum of the values. Several sequences' queries share one loop: a
+// decode step of 32 sequences ran 32 loops a layer, each a job of a few microseconds' work at
+// short contexts. Work grows with a query's context, so a query's groups are split as far as its
+// share of the batch's positions needs threads (a long context among short ones gets as many as
+// it would alone), and each thread takes the units whose middle lies in its share of the total
+// work. Each head's arithmetic is the same in any unit, so the output depends on neither the
+// thread count nor the batch.
 void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv_type, const AttentionShape& shape) {
   const int64_t kv_dim = shape.n_kv_heads * shape.head_dim, hd = shape.head_dim, kv_heads = shape.n_kv_heads;
   const int64_t group = shape.n_heads / kv_heads;
   const int64_t row_size = row_bytes(kv_type, kv_dim), head_size = row_bytes(kv_type, hd);
-  const int64_t width = round_up(hd, kChunk);
-  constexpr int64_t kRows = 64;  // cache rows widened at a time
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const AttendHeads attend = attend_heads_for(kv_type);
   const int64_t queries = static_cast<int64_t>(batch.size()), threads = parallel_threads();
   // How many of its positions, the last ones, a query sees: all, or those of the window.
   const auto seen = [window = shape.window](const AttentionQuery& query) {
@@ -129,14 +179,9 @@ void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv
   const AttentionQuery* first_query = batch.data();
   const QueryUnits* units_of = plan.data();
   on_every_thread([=](int thread, int team) {
-    // Per-thread buffers kept from call to call (decode calls this once per layer and step),
-    // zeroed again when the head size changes: only then could a padding column hold a value.
-    thread_local std::vector<float> rows, head_queries, sums, scores;  // (kRows, width), (group, width) twice, (group, positions)
-    thread_local int64_t zeroed_for_head_dim = -1;
-    if (zeroed_for_head_dim != hd || head_queries.size() < static_cast<std::size_t>(group * width)) {
-      rows.assign(kRows * width, 0.0f), head_queries.assign(group * width, 0.0f), sums.assign(group * width, 0.0f);
-      zeroed_for_head_dim = hd;
-    }
+    // Per-thread buffers kept from call to call (decode calls this once per layer and step).
+    thread_local std::vector<float> sums, scores;  // (group, head_dim), (group, positions)
+    if (sums.size() < static_cast<std::size_t>(group * hd)) sums.resize(static_cast<std::size_t>(group * hd));
     if (scores.size() < static_cast<std::size_t>(group * most_positions))
       scores.resize(static_cast<std::size_t>(group * most_positions));
     const int64_t total = units_of[queries].first_cost;
@@ -157,22 +202,7 @@ void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv
         const int64_t heads = std::min(units.heads_per_unit, (kv_head + 1) * group - first);
         if (heads <= 0) continue;  // the group split into fewer runs than units
         const int64_t kv_offset = kv_head * head_size;
-        for (int64_t i = 0; i < heads; ++i) std::copy_n(query.q + (first + i) * hd, hd, &head_queries[i * width]);
-        for (int64_t t0 = 0; t0 < n_positions; t0 += kRows) {
-          const int64_t n = std::min(kRows, n_positions - t0);
-          widen_rows(rows.data(), keys + t0 * row_size, kv_type, row_size, kv_offset, n, hd, width);
-          for (int64_t i = 0; i < heads; ++i)
-            score_rows(&scores[i * n_positions + t0], &head_queries[i * width], rows.data(), n, width, scale);
-        }
-        for (int64_t i = 0; i < heads; ++i) softmax(&scores[i * n_positions], n_positions);
-        std::fill_n(sums.begin(), heads * width, 0.0f);
-        for (int64_t t0 = 0; t0 < n_positions; t0 += kRows) {
-          const int64_t n = std::min(kRows, n_positions - t0);
-          widen_rows(rows.data(), values + t0 * row_size, kv_type, row_size, kv_offset, n, hd, width);
-          for (int64_t i = 0; i < heads; ++i)
-            accumulate_rows(&sums[i * width], &scores[i * n_positions + t0], rows.data(), n, width);
-        }
-        for (int64_t i = 0; i < heads; ++i) std::copy_n(&sums[i * width], hd, query.out + (first + i) * hd);
+        attend(query, first, heads, keys + kv_offset, values + kv_offset, row_size, n_positions, hd, scores.data(), sums.data());
       }
     }
   });

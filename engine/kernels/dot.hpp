@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/format/ggml_types.hpp"
 #include "engine/kernels/quant_formats.hpp"
 #include "engine/util/half.hpp"
 
@@ -92,6 +93,16 @@ inline const int8_t* int8_channel_values(const std::byte* row) { return reinterp
 inline float load_f32(const std::byte* p) { float v; __builtin_memcpy(&v, p, 4); return v; }
 inline float load_f16(const std::byte* p) { uint16_t v; __builtin_memcpy(&v, p, 2); return fp16_to_fp32(v); }
 inline float load_bf16(const std::byte* p) { uint16_t v; __builtin_memcpy(&v, p, 2); return bf16_to_fp32(v); }
+// The same for a float type V known at compile time (the sparse values, the KV cache), and the
+// bytes of one such value.
+template <GgmlType V>
+inline constexpr int64_t kValueBytes = V == GgmlType::F32 ? 4 : 2;
+template <GgmlType V>
+inline float load_value(const std::byte* p) {
+  if constexpr (V == GgmlType::F32) return load_f32(p);
+  if constexpr (V == GgmlType::F16) return load_f16(p);
+  if constexpr (V == GgmlType::BF16) return load_bf16(p);
+}
 
 // Each ISA level's row kernels, one per format, defined in dot_scalar.cpp, dot_avx2.cpp and
 // dot_avx512.cpp (a format with files of its own defines its kernels there). The format registry

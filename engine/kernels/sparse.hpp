@@ -36,17 +36,6 @@ struct SparseView {
 // thread's next call.
 SparseView sparse_view(const WeightMatrix& w);
 
-// Bytes of one stored value of precision V.
-template <GgmlType V>
-inline constexpr int64_t kValueBytes = V == GgmlType::F32 ? 4 : 2;
-
-template <GgmlType V>
-inline float load_value(const std::byte* p) {
-  if constexpr (V == GgmlType::F32) return load_f32(p);
-  if constexpr (V == GgmlType::F16) return load_f16(p);
-  if constexpr (V == GgmlType::BF16) return load_bf16(p);
-}
-
 // The column of stored value j of an ELL or N:M row whose indices start at `indices`.
 template <SparsePattern P>
 inline int64_t column_of(const SparseView& w, const std::byte* indices, int64_t j) {

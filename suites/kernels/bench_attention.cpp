@@ -84,7 +84,8 @@ void Cases(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Attention)->Name("attention")->Apply(Cases)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // One decode step's attention, one query at the end of `positions` cached ones, as each layer of
-// a decode step runs it. Arguments: positions, KV heads (32 heads of 128: 32 is LLaMA-7B; 32 heads
+// a decode step runs it; bytes/s counts the cache bytes it reads, the figure to hold against the
+// read roof at depth. Arguments: positions, KV heads (32 heads of 128: 32 is LLaMA-7B; 32 heads
 // of 64 with 4 KV heads is TinyLlama's grouped-query layout), the cache's type.
 void BM_AttentionDecode(benchmark::State& state) {
   const int64_t positions = state.range(0), kv_heads = state.range(1);
@@ -108,14 +109,15 @@ void BM_AttentionDecode(benchmark::State& state) {
   }
   state.counters["FLOP/s"] = benchmark::Counter(4.0 * shape.head_dim * shape.n_heads * positions,
                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.SetBytesProcessed(state.iterations() * 2 * positions * row_size);  // the cache's keys and values, read once
   state.SetLabel(std::to_string(shape.n_heads) + " heads of " + std::to_string(shape.head_dim) + ", " +
                  std::to_string(kv_heads) + " KV heads, " + std::string(cpullm::ggml_type_name(kv_type)) + " cache");
 }
 
 void DecodeCases(benchmark::internal::Benchmark* b) {
-  for (int64_t positions : {64, 512, 2048})
+  for (int64_t positions : {64, 512, 2048, 8192})
     for (int64_t kv_heads : {4, 32})
-      for (auto kv_type : {cpullm::GgmlType::F32, cpullm::GgmlType::F16})
+      for (auto kv_type : {cpullm::GgmlType::F32, cpullm::GgmlType::F16, cpullm::GgmlType::BF16})
         b->Args({positions, kv_heads, static_cast<int64_t>(kv_type)});
 }
 

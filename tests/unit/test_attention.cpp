@@ -5,7 +5,10 @@
 // tiles run on the GEMM's float micro-kernel, so at every ISA level.
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -88,6 +91,8 @@ std::vector<Case> cases() {
   out.push_back({2048, 96, {7, 13}, 64, GgmlType::BF16});
   out.push_back({300, 300, {16, 64}, 48, GgmlType::F16});
   out.push_back({200, 200, {64, 64}, 8, GgmlType::F32});
+  out.push_back({300, 300, {16, 64}, 12, GgmlType::F16});  // 8 columns and a tail of 4
+  out.push_back({200, 200, {8, 8}, 40, GgmlType::BF16});   // 32 columns and 8
   // More 1x1 key tiles than a thread keeps packed at every level (each padded to a panel): the
   // first stay packed, the rest are packed again by every unit into the spare slot.
   out.push_back({4200, 29, {1, 1}});
@@ -152,6 +157,41 @@ TEST(SingleQueries, BatchGivesEachQueryItsOwnOutput) {
       omp_set_num_threads(threads_before);
     }
   }
+}
+
+// Decode attention reads each cache row's head where it lies: none of it may read past the
+// cache's last row, which here ends just before an inaccessible page (a read past it would crash
+// the test). Every cache type, head sizes with and without columns past the last 8, a last group
+// of fewer than 8 rows; the outputs equal those over the same cache in ordinary memory.
+TEST(SingleQueries, ReadNothingPastTheCache) {
+  const long page = sysconf(_SC_PAGESIZE);
+  std::mt19937 rng(21);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16})
+    for (int64_t head_dim : {12, 64}) {
+      const AttentionShape shape{4, 2, head_dim};
+      const int64_t positions = 13, kv_dim = shape.n_kv_heads * head_dim;
+      std::vector<float> q(shape.n_heads * head_dim), keys(positions * kv_dim), values(positions * kv_dim);
+      for (auto* v : {&q, &keys, &values})
+        for (float& x : *v) x = normal(rng);
+      const std::vector<std::byte> key_cache = encode_cache(kv_type, keys, positions, kv_dim);
+      const std::vector<std::byte> value_cache = encode_cache(kv_type, values, positions, kv_dim);
+      const auto bytes = static_cast<long>(key_cache.size()), pages = (bytes + page - 1) / page;
+      std::byte* at_the_end[2];
+      void* regions[2];
+      for (int c = 0; c < 2; ++c) {
+        regions[c] = mmap(nullptr, (pages + 1) * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        ASSERT_NE(regions[c], MAP_FAILED);
+        ASSERT_EQ(mprotect(static_cast<std::byte*>(regions[c]) + pages * page, page, PROT_NONE), 0);
+        at_the_end[c] = static_cast<std::byte*>(regions[c]) + pages * page - bytes;
+        std::memcpy(at_the_end[c], (c == 0 ? key_cache : value_cache).data(), key_cache.size());
+      }
+      std::vector<float> guarded(q.size()), ordinary(q.size());
+      attention(guarded.data(), q.data(), at_the_end[0], at_the_end[1], kv_type, positions, shape);
+      attention(ordinary.data(), q.data(), key_cache.data(), value_cache.data(), kv_type, positions, shape);
+      EXPECT_EQ(guarded, ordinary) << ggml_type_name(kv_type) << ", head_dim " << head_dim;
+      for (void* region : regions) munmap(region, (pages + 1) * page);
+    }
 }
 
 TEST(AttentionTiles, ParsesAndRefuses) {

@@ -606,7 +606,7 @@ TEST(Attention, GroupedQueryMatchesNaiveDouble) {
   };
   for (const Config config : {Config{4, 11, GgmlType::F32}, Config{48, 100, GgmlType::F16}, Config{128, 70, GgmlType::BF16},
                               Config{4, 11, GgmlType::F32, 5}, Config{48, 150, GgmlType::F16, 70},
-                              Config{64, 40, GgmlType::F32, 40}}) {
+                              Config{64, 40, GgmlType::F32, 40}, Config{12, 77, GgmlType::F16}, Config{20, 70, GgmlType::BF16}}) {
     const AttentionShape shape{8, 2, config.head_dim, config.window};
     const int64_t positions = config.positions, kv_dim = shape.n_kv_heads * shape.head_dim;
     std::mt19937 rng(9);
