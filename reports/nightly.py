@@ -1,5 +1,5 @@
-"""scripts/nightly: runs a fixed suite (kernel benchmarks and end-to-end `cpullm bench` cases on a
-small synthetic model), stores it in the database with the commit, compares every case with the
+"""scripts/nightly: runs a fixed suite (kernel benchmarks, end-to-end `cpullm bench` cases on a
+small synthetic model and the long-context workload), stores it in the database with the commit, compares every case with the
 history of the same host (fingerprint) and case, writes an HTML dashboard with a trend plot per
 case, and exits 1 when a case regressed (docs/nightly.md)."""
 import argparse
@@ -75,6 +75,18 @@ def run_e2e(args):
     after = newest_run(Database(args.db))
     if after == before:
         fail(f"{args.cpullm} bench wrote no run to {args.db}")
+    return after
+
+
+def run_long_context(args):
+    """The long-context workload (suites/workloads.json: an 8,192-token prompt, 256 generated),
+    its model written into --workdir on the first night; returns the run's id."""
+    before = newest_run(Database(args.db))
+    run([args.cpullm, "bench", "--workload", "long-context", "--workload-dir", args.workdir, "-t", "2",
+         "-r", str(args.long_repetitions), "-o", "json", "--db", args.db])
+    after = newest_run(Database(args.db))
+    if after == before:
+        fail(f"{args.cpullm} bench --workload long-context wrote no run to {args.db}")
     return after
 
 
@@ -187,9 +199,11 @@ def parse_arguments(argv):
     parser.add_argument("--cpullm", default=os.path.join(repo, "build", "cpullm"))
     parser.add_argument("--bench-kernels", default=os.path.join(repo, "build", "suites", "kernels", "bench_kernels"))
     parser.add_argument("--workdir", default=os.path.join(repo, "build", "nightly"), help="where the synthetic model is written")
-    parser.add_argument("--suite", default="e2e,kernels", help="e2e, kernels or both (e2e always runs: it records the host)")
+    parser.add_argument("--suite", default="e2e,kernels,long-context",
+                        help="e2e, kernels, long-context, comma-separated (e2e always runs: it records the host)")
     parser.add_argument("--kernel-filter", default=KERNEL_FILTER)
     parser.add_argument("-r", "--repetitions", type=int, default=7)
+    parser.add_argument("--long-repetitions", type=int, default=3, help="repetitions of the long-context workload (minutes each)")
     parser.add_argument("--history", type=int, default=10, help="earlier runs pooled as the baseline")
     parser.add_argument("--alpha", type=float, default=0.01, help="significance level of the Mann-Whitney test")
     parser.add_argument("--min-effect", type=float, default=0.10, help="smallest relative change of the median reported")
@@ -201,9 +215,9 @@ def parse_arguments(argv):
 
 def main(argv=None):
     args = parse_arguments(argv)
-    unknown = set(args.suite.split(",")) - {"e2e", "kernels"}
+    unknown = set(args.suite.split(",")) - {"e2e", "kernels", "long-context"}
     if unknown:
-        fail(f"--suite: unknown part(s) {', '.join(sorted(unknown))} (e2e, kernels)")
+        fail(f"--suite: unknown part(s) {', '.join(sorted(unknown))} (e2e, kernels, long-context)")
     args.dashboard = args.dashboard or os.path.splitext(args.db)[0] + "-dashboard.html"
     try:
         if args.compare_only:
@@ -217,6 +231,8 @@ def main(argv=None):
             db = Database(args.db)
             if "kernels" in args.suite.split(","):
                 current.append(run_kernels(args, db, current[0]))
+            if "long-context" in args.suite.split(","):
+                current.append(run_long_context(args))
         newest = db.query("SELECT host, cpu_model, fingerprint FROM runs WHERE id = ?", (max(current),))[0]
         fingerprint = newest["fingerprint"]
         series = history(db, fingerprint)

@@ -1,5 +1,5 @@
-"""Throughput and scaling: tokens/s against threads, concurrent sequences, weight format and NUMA
-placement, each plotted where the database holds points differing in that option; the seed's
+"""Throughput and scaling: tokens/s against threads, concurrent sequences, weight format, NUMA
+placement and context depth (llama-bench's -d), each plotted where the database holds points differing in that option; the seed's
 workload (batch 32, prompt 512) on its own."""
 from collections import defaultdict
 
@@ -11,6 +11,8 @@ DIMENSIONS = [
     ("n_seq", "concurrent sequences", "cpullm bench -m MODEL -np 1,4,8 -n 32 --db results.db"),
     ("format", "weight format", "cpullm bench -m MODEL_f16,MODEL_q8_0,MODEL_q4_0 -n 32 --db results.db"),
     ("placement", "NUMA weight placement", "cpullm bench -m MODEL --placement first-touch,interleave,replicate,shard --db results.db"),
+    ("n_depth", "context depth (positions filled before the test)",
+     "cpullm bench -m MODEL -p 0 -n 32 -d 0,2048,8192 --kv-type f32,f16 --db results.db"),
 ]
 SEED_SEQUENCES, SEED_PROMPT = 32, 512
 
@@ -22,7 +24,8 @@ def phase(result):
 def scaling_figure(contents, option, label):
     """tokens/s against one option, a line per group of points equal in every other main option;
     None when no group has two values of it."""
-    others = [f for f, _, _ in DIMENSIONS if f != option] + ["test", "model_n_params", "isa", "n_prompt", "n_gen", "attn_tile", "prefetch"]
+    others = [f for f, _, _ in DIMENSIONS if f != option] + ["test", "model_n_params", "isa", "n_prompt", "n_gen", "attn_tile", "prefetch",
+                                                              "kv_type"]
     groups = defaultdict(dict)
     for r in contents.results:
         if r.get("avg_ts") is None or r.get(option) is None or r.get("test") not in ("pp", "tg", "pg"):
@@ -40,8 +43,9 @@ def scaling_figure(contents, option, label):
         values = sorted(points, key=lambda v: categories.index(v) if categorical else v)
         xs = [categories.index(v) for v in values] if categorical else values
         first = points[values[0]]
+        kv = f" {first['kv_type']} KV" if first.get("kv_type") else ""
         ax.plot(xs, [points[v]["avg_ts"] for v in values], marker="o",
-                label=f"{phase(first)} {first.get('format') or ''} {first.get('model_type') or ''} t{first.get('n_threads')}")
+                label=f"{phase(first)} {first.get('format') or ''} {first.get('model_type') or ''} t{first.get('n_threads')}{kv}")
         used += points.values()
     if categorical:
         ax.set_xticks(range(len(categories)), categories)

@@ -67,6 +67,11 @@ def build_runs(int8_speedup, saved_fraction=0.71, kernels=True):
     for placement, ts in (("first-touch", 50.0), ("interleave", 55.0)):
         add_result(db, bench, f"pp64/{placement}", test="pp", model_type="llama 9M f32", model_n_params=9_000_000, n_prompt=64, n_gen=0,
                    format="f32", n_threads=2, n_seq=1, placement=placement, avg_ts=ts)
+    # Decode at depth (bench -d): F32 and F16 caches, slower the deeper the context.
+    for kv_type, rate in (("f32", 90.0), ("f16", 95.0)):
+        for depth in (0, 512, 2048):
+            add_result(db, bench, f"tg16@d{depth}/{kv_type}", **dict(base, format="f32"), kv_type=kv_type, n_depth=depth, n_threads=2,
+                       n_seq=1, avg_ts=rate / (1 + depth / 1024))
     add_result(db, bench, "multiproc/p4/t1", test="multiproc", format="f32", processes=4,
                metrics={"model_saved_fraction": saved_fraction, "saved_fraction": saved_fraction - 0.05,
                         "model_sum_rss_bytes": 4 << 30, "model_sum_pss_bytes": int((1 - saved_fraction) * (4 << 30))})
@@ -139,7 +144,8 @@ def test_report_renders_in_chromium(ctx):
     titles = [f["title"] for f in figures]
     for expected in ("Time to first token and time per output token", "Distribution over repetitions",
                      "Throughput against threads", "Throughput against concurrent sequences", "Throughput against weight format",
-                     "Throughput against NUMA weight placement", "This host's roofline with measured regions",
+                     "Throughput against NUMA weight placement",
+                     "Throughput against context depth (positions filled before the test)", "This host's roofline with measured regions",
                      "Predicted roofline of profile e5-4627v4", "tokens/s by attn_tile and n_threads", "tokens/s by format and n_seq",
                      "Cost per million generated tokens against daily volume"):
         assert expected in titles

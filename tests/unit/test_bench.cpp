@@ -231,13 +231,19 @@ TEST(BenchReporters, MarkdownTable) {
   EXPECT_THROW(report("xml", {}), Error);
 }
 
-TEST(BenchWorkloads, TheShippedFileHasSeedAndCiWorkloads) {
+TEST(BenchWorkloads, TheShippedFileHasSeedLongContextAndCiWorkloads) {
   const Workload seed = find_workload(CPULLM_WORKLOADS_FILE, "seed");
   EXPECT_EQ(seed.shape.dim, 4096);  // LLaMA-7B
   EXPECT_EQ(seed.shape.n_layers, 32);
   EXPECT_EQ(seed.n_seq, 32);
   EXPECT_EQ(seed.n_prompt, 512);
   EXPECT_EQ(seed.kv_type, "f16");
+  const Workload long_context = find_workload(CPULLM_WORKLOADS_FILE, "long-context");
+  EXPECT_EQ(long_context.shape.dim, 2048);  // TinyLlama-1.1B, with room for the prompt and what follows
+  EXPECT_EQ(long_context.shape.n_layers, 22);
+  EXPECT_GE(long_context.shape.context, long_context.n_prompt + long_context.n_gen);
+  EXPECT_EQ(long_context.n_prompt, 8192);
+  EXPECT_EQ(long_context.n_gen, 256);
   const Workload tiny = find_workload(CPULLM_WORKLOADS_FILE, "ci-tiny");
   EXPECT_EQ(tiny.shape.dim, 64);
   EXPECT_EQ(tiny.shape.n_kv_heads, 2);
