@@ -89,9 +89,10 @@ def point_flags(point):
 
 
 def bench_once(cpullm, model, point, workload, db=None):
-    """One `cpullm bench` run: -p PROMPT and -n GEN, one repetition, JSON lines out."""
+    """One `cpullm bench` run: -p PROMPT and -n GEN (each after -d DEPTH filled positions), one
+    repetition, JSON lines out."""
     cmd = [cpullm, "bench", "-m", model, "-p", str(workload["prompt"]), "-n", str(workload["gen"]),
-           "-r", "1", "-o", "jsonl"] + point_flags(point)
+           "-r", "1", "-o", "jsonl"] + (["-d", str(workload["depth"])] if workload.get("depth") else []) + point_flags(point)
     # Each sweep run is one repetition: bench's extra instrumented repetition and its roofs
     # would double the time of every run, and the sweep keeps its own rows.
     cmd += ["--db", db, "--no-regions"] if db else []
@@ -118,7 +119,8 @@ TIMING = re.compile(r"prompt (\d+) tokens, ([\d.]+) tokens/s \| time to first to
 
 def generate_once(cpullm, model, point, workload, db=None):
     """One `cpullm generate` run, read from its stderr timing line (no inter-token percentiles).
-    The prompt is a repeated word: about one token each, after BOS."""
+    The prompt is a repeated word: about one token each, after BOS (the sweep refuses a workload
+    depth with this backend)."""
     prompt = " ".join(["the"] * (workload["prompt"] - 1))
     cmd = [cpullm, "generate", "-m", model, "-p", prompt, "-n", str(workload["gen"]), "--ignore-eos",
            "--temp", "0", "-c", str(2 * workload["prompt"] + workload["gen"] + 16)] + point_flags(point)

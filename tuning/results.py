@@ -118,7 +118,7 @@ class SweepDb:
                "binding": point.get("bind"), "cpuset": point.get("cpuset"), "attn_tile": point.get("attn_tile"),
                "kv_type": point.get("kv_type"), "n_batch": point.get("batch"), "n_seq": point.get("sequences", 1),
                "placement": point.get("placement"), "prefetch": point.get("prefetch"),
-               "n_prompt": self.workload["prompt"], "n_gen": self.workload["gen"],
+               "n_prompt": self.workload["prompt"], "n_gen": self.workload["gen"], "n_depth": self.workload.get("depth", 0),
                "config_json": json.dumps(dict(point, level=result["level"], **self.workload), sort_keys=True),
                "avg_ts": mean("decode_tps"), "stddev_ts": stddev(decode), "ttft_ms": mean("ttft_ms"),
                "tpot_ms": mean("tpot_ms"), "itl_p99_ms": mean("itl_p99_ms"),

@@ -357,14 +357,15 @@ def predict_decode_host(shape, fmt, rates, overhead, position, keep="", sequence
     return sequences / sum(parts.values()), parts
 
 
-def predict_prefill_host(shape, fmt, rates, overhead, prompt, keep="", chunk=CHUNK, sequences=1):
+def predict_prefill_host(shape, fmt, rates, overhead, prompt, keep="", chunk=CHUNK, sequences=1, depth=0):
     """(seconds, seconds per part) of the prefill of `sequences` prompts of `prompt` tokens, one
     after another in chunks of `chunk` tokens (bench -np): each chunk goes through every matrix at
     the rate of a step of its length (matvec_decode at that many tokens: the GEMM, as the engine
     runs it layer by layer); the output layer runs once per chunk in which prompts end, for their
     last tokens' logits, at the rate of the nearest measured token count; the overhead scales
     from the calibration's prompt (attention with the square of each prompt's tokens, the rest
-    linearly)."""
+    linearly). After `depth` cached positions (bench -d) each prompt token also meets those: the
+    attention scales with prompt^2 / 2 + prompt * depth query-key pairs."""
     chunks = prefill_chunks(prompt, sequences, chunk)
     ends = [sum(1 for s in range(1, sequences + 1) if c * chunk < s * prompt <= (c + 1) * chunk)
             for c in range(len(chunks))]
@@ -377,7 +378,8 @@ def predict_prefill_host(shape, fmt, rates, overhead, prompt, keep="", chunk=CHU
         else:
             layers += sum(size / weight_rate(rates, f, n) for n in chunks)
     scale = prompt / overhead.prompt
+    pairs = (prompt * prompt / 2 + prompt * depth) / (overhead.prompt * overhead.prompt / 2)
     parts = {"matrices": layers, "output layer": lm_head,
-             "attention": sequences * overhead.prefill_attention_s * scale ** 2,
+             "attention": sequences * overhead.prefill_attention_s * pairs,
              "other": sequences * overhead.prefill_s * scale}
     return sum(parts.values()), parts

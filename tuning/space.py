@@ -21,6 +21,7 @@ A space file is JSON or TOML (by its extension):
     [workload]
     prompt = 64                   # prompt tokens per measurement
     gen = 32                      # generated tokens per measurement
+    depth = 0                     # context positions filled, untimed, before each (bench -d)
 """
 import itertools
 import json
@@ -53,7 +54,7 @@ CHOICES = {
     "kv_type": {"f32", "f16", "bf16"},
     "prefetch": {0, 1},
 }
-WORKLOAD_DEFAULTS = {"prompt": 64, "gen": 32}
+WORKLOAD_DEFAULTS = {"prompt": 64, "gen": 32, "depth": 0}
 
 
 class SpaceError(Exception):
@@ -91,8 +92,9 @@ def load_space(path):
         values[key] = checked
     workload = dict(WORKLOAD_DEFAULTS)
     for key, v in data.get("workload", {}).items():
-        if key not in WORKLOAD_DEFAULTS or not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise SpaceError(f"{path}: workload.{key}: expected prompt or gen, a positive integer")
+        least = 0 if key == "depth" else 1
+        if key not in WORKLOAD_DEFAULTS or not isinstance(v, int) or isinstance(v, bool) or v < least:
+            raise SpaceError(f"{path}: workload.{key}: expected prompt or gen, a positive integer, or depth, 0 or more")
         workload[key] = v
     return {"values": values, "workload": workload, "path": os.path.abspath(path)}
 

@@ -113,6 +113,9 @@ class Sweep:
                       "line (no inter-token percentiles, no --db rows, only threads/bind/cpuset/housekeeping/attn_tile)",
                       file=sys.stderr)
         self.backend = backend
+        if backend == "generate" and workload.get("depth"):
+            fail(f"workload depth {workload['depth']}: measuring at depth needs `cpullm bench -d` (generate cannot fill "
+                 "the context before the prompt)")
         self.features = measure.BENCH_FEATURES if backend == "bench" else measure.GENERATE_FEATURES
         if measure.quantize_prunes(args.cpullm):
             self.features = self.features | {"sparsity"}
@@ -293,7 +296,8 @@ def write_outputs(args, sweep, results, winner):
                 else "from the sweep's measurements (not re-measured)")
         res.write_config(path, os.path.abspath(sweep.model_path(best["point"])), best["point"],
                          [f"cpullm sweep: best for {objective} ({best['metrics'][m]['mean']:.4g} {u}), {note}",
-                          f"model {args.model}, workload prompt {sweep.workload['prompt']} gen {sweep.workload['gen']}, "
+                          f"model {args.model}, workload prompt {sweep.workload['prompt']} gen {sweep.workload['gen']} "
+                          f"depth {sweep.workload.get('depth', 0)}, "
                           f"measured by cpullm {sweep.backend}"])
         print(f"config: {path}")
     if args.isolation_check:

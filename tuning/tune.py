@@ -315,11 +315,12 @@ def predict_points(points, shape, workload, rates, overheads, max_threads):
     for p in points:
         t = p.get("threads", 0) or max_threads
         fmt, keep, sequences = p.get("format"), p.get("keep", ""), p.get("sequences", 1)  # no format: the file as it is
-        # bench's generation test decodes from an empty cache: positions 0 .. gen-1.
-        tps, dparts = roofline.predict_decode_host(shape, fmt, rates[t], overheads[t], (workload["gen"] - 1) / 2, keep,
+        # bench's generation test decodes after its depth: positions depth .. depth + gen - 1.
+        depth = workload.get("depth", 0)
+        tps, dparts = roofline.predict_decode_host(shape, fmt, rates[t], overheads[t], depth + (workload["gen"] - 1) / 2, keep,
                                                    sequences)
         ttft, pparts = roofline.predict_prefill_host(shape, fmt, rates[t], overheads[t], workload["prompt"], keep,
-                                                     p.get("batch", roofline.CHUNK), sequences)
+                                                     p.get("batch", roofline.CHUNK), sequences, depth)
         predictions[sp.point_key(p)] = {"decode_tps": tps, "ttft_ms": ttft * 1e3, "decode_parts": dparts,
                                         "prefill_parts": pparts}
     return predictions
@@ -376,7 +377,7 @@ def tune_this_box(args, plan, profile):
                  formats, decode_shape, set_mib)
     before = predict_points(points, shape, workload, rates, overheads, max_threads)
     print(f"\nPREDICTIONS before measuring (prompt {workload['prompt']}, decode of {workload['gen']} tokens from "
-          f"position 0, as bench's tests, per sequence; tokens/s and TTFT of all sequences; parts in ms):")
+          f"position {workload.get('depth', 0)}, as bench's tests, per sequence; tokens/s and TTFT of all sequences; parts in ms):")
     for p in points:
         pr = before[sp.point_key(p)]
         print(f"  {sp.describe(p)}: decode {pr['decode_tps']:.2f} tokens/s ({parts_text(pr['decode_parts'])} per step), "

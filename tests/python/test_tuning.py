@@ -34,7 +34,7 @@ def test_space_parses_toml_and_json(ctx):
                                                         'sparsity = [0, 0.5]\n[workload]\nprompt = 16\n')
     space = sp.load_space(toml)
     assert space["values"] == {"threads": [1, 2], "format": ["q8_0", "q4_0"], "sparsity": [0.0, 0.5]}, space
-    assert space["workload"] == {"prompt": 16, "gen": 32}
+    assert space["workload"] == {"prompt": 16, "gen": 32, "depth": 0}
     assert len(sp.expand(space)) == 8
     js = write(os.path.join(ctx.workdir, "s.json"), json.dumps({"values": {"bind": ["compact"], "attn_tile": ["8x8"]}}))
     assert sp.expand(sp.load_space(js)) == [{"bind": "compact", "attn_tile": "8x8"}]
@@ -47,6 +47,7 @@ def test_space_errors_name_the_file_and_key(ctx):
         '[values]\nthreads = []\n': "values.threads: must be a non-empty list",
         '[values]\nthreads = ["two"]\n': "values.threads: 'two' is not a int",
         '[values]\nthreads = [1]\n[workload]\nprompt = 0\n': "workload.prompt",
+        '[values]\nthreads = [1]\n[workload]\ndepth = -1\n': "workload.depth",
         'threads = [1]\n': "needs a \"values\" table",
         '[values\n': "cannot read the space",
     }
@@ -441,6 +442,10 @@ def test_host_model_against_hand_computed_numbers(ctx):
     seconds, parts = roofline.predict_prefill_host(shape, "q8_0", rates, overhead, 10, chunk=16, sequences=2)
     assert abs(parts["matrices"] - gemm) < 1e-15 and abs(parts["output layer"] - 2 * 6800 / 1e9) < 1e-15, parts
     assert abs(parts["attention"] - 0.004) < 1e-12 and abs(parts["other"] - 0.006) < 1e-12
+    # After 20 cached positions (bench -d 20) each of the 10 tokens also meets those 20: 50 + 200
+    # query-key pairs against the calibration's 50, attention x 5; the rest as without.
+    _, deep = roofline.predict_prefill_host(shape, "q8_0", rates, overhead, 10, chunk=16, sequences=2, depth=20)
+    assert abs(deep["attention"] - 5 * parts["attention"]) < 1e-12 and deep["other"] == parts["other"], deep
     _, parts = roofline.predict_prefill_host(shape, "q8_0", rates, overhead, 10, sequences=2)
     assert abs(parts["output layer"] - 6800 / 1.5e9) < 1e-15, parts
     assert abs(parts["matrices"] - (2 * 4352 / 5e9 + 2 * 6144 / 10e9)) < 1e-15, parts

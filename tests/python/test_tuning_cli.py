@@ -203,18 +203,43 @@ def test_tiny_sweep_end_to_end(ctx):
     expect_error(cmd, "--resume")  # the same folder without --resume is refused
 
 
-def test_sweep_rows_in_results_db_survive_interruption(ctx):
+def fresh_sweep(ctx, name, space_text):
+    """stories260K (skipping without it), a space file holding space_text, and an empty output
+    folder and results database named after `name`: (model, space, out_dir, db)."""
     model = os.path.join(ctx.shared, "stories260K.gguf")
     if not os.path.exists(model):
         pytest.skip(f"{model} is absent")
-    space = os.path.join(ctx.workdir, "db.toml")
+    space = os.path.join(ctx.workdir, f"{name}.toml")
     with open(space, "w") as f:
-        f.write('[values]\nthreads = [1, 2]\nformat = ["f32", "q8_0"]\n[workload]\nprompt = 16\ngen = 8\n')
-    out_dir, db = os.path.join(ctx.workdir, "sweep-db"), os.path.join(ctx.workdir, "sweep-db.sqlite")
+        f.write(space_text)
+    out_dir, db = os.path.join(ctx.workdir, f"sweep-{name}"), os.path.join(ctx.workdir, f"sweep-{name}.sqlite")
     shutil.rmtree(out_dir, ignore_errors=True)
     for path in (db, db + "-wal", db + "-shm"):
         if os.path.exists(path):
             os.remove(path)
+    return model, space, out_dir, db
+
+
+def test_sweep_at_depth_measures_and_records_it(ctx):
+    # [workload] depth: every measurement after that many filled positions (bench -d), its rows
+    # in the results database with n_depth, the config's comment naming it; generate, which
+    # cannot fill the context, is refused as a backend for it.
+    model, space, out_dir, db = fresh_sweep(ctx, "depth", '[values]\nthreads = [1]\n[workload]\nprompt = 8\ngen = 4\ndepth = 200\n')
+    cmd = [ctx.cpullm, "sweep", "-m", model, "--space", space, "--strategy", "grid", "--budget", "2m", "--out", out_dir,
+           "--point-budget", "2", "--max-reps", "2", "--confirm-reps", "2"]
+    run(cmd + ["--db", db], timeout=300)
+    with sqlite3.connect(db) as con:
+        depths = con.execute("SELECT case_name, n_depth FROM results").fetchall()
+    assert depths and all(depth == 200 for _, depth in depths), depths
+    assert any(name.startswith("sweep/") for name, _ in depths), depths
+    assert "depth 200" in open(os.path.join(out_dir, "best-throughput.toml")).read()
+    shutil.rmtree(out_dir, ignore_errors=True)
+    expect_error(cmd + ["--backend", "generate"], "needs `cpullm bench -d`")
+
+
+def test_sweep_rows_in_results_db_survive_interruption(ctx):
+    model, space, out_dir, db = fresh_sweep(ctx, "db", '[values]\nthreads = [1, 2]\nformat = ["f32", "q8_0"]\n'
+                                                       '[workload]\nprompt = 16\ngen = 8\n')
     cmd = [ctx.cpullm, "sweep", "-m", model, "--space", space, "--strategy", "grid", "--budget", "5m", "--out", out_dir,
            "--point-budget", "3", "--max-reps", "2", "--confirm-reps", "2", "--db", db]
     # Killed (SIGKILL: no clean-up) once two evaluations are stored.
