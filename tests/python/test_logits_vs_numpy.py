@@ -23,7 +23,8 @@ sliding window (also with 4x4 attention tiles, so that whole key tiles fall out 
 and Qwen2's biases and NEOX RoPE, tied and not. The byte-level BPE vocabularies go in as token
 ids (`logits --tokens`). For each, the reference without the feature (plain frequencies, no
 window, adjacent pairs, no biases) must differ by more than 100 x the tolerance, so the feature
-is what the match shows.
+is what the match shows. A long context runs the same way: 1,200 positions of a small model, the
+prompt's attention across 19 key tiles.
 """
 import os
 import subprocess
@@ -96,6 +97,10 @@ SMALL = ["--shape", "custom", "--layers", "2", "--dim", "64", "--ffn", "160", "-
          "--kv-heads", "2", "--vocab", "512", "--ctx", "128", "--seed", "7"]
 WIDE = ["--shape", "custom", "--layers", "3", "--dim", "256", "--ffn", "688", "--heads", "8",
         "--kv-heads", "2", "--vocab", "2000", "--ctx", "128", "--seed", "11"]
+# At depth: 1,200 positions, the prompt's attention across 19 key tiles of 64.
+LONG = ["--shape", "custom", "--layers", "2", "--dim", "64", "--ffn", "160", "--heads", "8", "--kv-heads", "2",
+        "--vocab", "512", "--ctx", "1280", "--seed", "7"]
+LONG_TOKENS = [(i * 53 + 7) % 500 for i in range(1200)]
 SYNTHETIC = {**{f"synthetic-{dt}": SMALL + ["--dtype", dt] for dt in ("f32", "f16", "bf16")},
              "synthetic-wide-bf16": WIDE + ["--dtype", "bf16"],
              "synthetic-tied-f16": SMALL + ["--dtype", "f16", "--tied-output"]}
@@ -143,6 +148,7 @@ ARCHITECTURES = {
                                  ["--attn-tile", "4x4"], None, [no_window]),
     "qwen2-f32": (cut("qwen2.5-7b", "--dtype", "f32"), [], TOKENS, [adjacent_pairs, no_biases]),
     "qwen2-tied-bf16": (cut("qwen2.5-7b", "--dtype", "bf16", "--tied-output"), [], TOKENS, [adjacent_pairs, no_biases]),
+    "llama-long-context-f32": (LONG + ["--dtype", "f32"], [], LONG_TOKENS, []),
 }
 
 
