@@ -22,16 +22,20 @@ void encode_blocks(const float* x, std::byte* row, int64_t n) { Quantize(x, rein
 template <typename Block, void (*Dequantize)(const Block*, float*, int64_t)>
 void decode_blocks(const std::byte* row, float* out, int64_t n) { Dequantize(reinterpret_cast<const Block*>(row), out, n); }
 
-// Matmul streams the float formats' rows up to 4 tokens. The integer formats stream while the
-// tokens' quantized activations fit half of L1d: 36 bytes a block (values and scale), Q4_0's 40
-// (and its offset); Q4_0's kernels take one int32 per block before any scaling and stream up to
-// 8 tokens, where Q8_0 and INT8_CHANNEL lost to the GEMM (matmul.cpp).
+// Matmul streams the float formats' rows up to 4 tokens. Q8_0, INT8_CHANNEL and Q4_0 stream
+// while the tokens' quantized activations fit half of L1d: 36 bytes a block (values and scale),
+// Q4_0's 40 (and its offset); Q4_0's kernels take one int32 per block before any scaling and
+// stream up to 8 tokens, where Q8_0 and INT8_CHANNEL lost to the GEMM (matmul.cpp).
 constexpr Streaming kFloatStreaming{.most_tokens = kRowDotTokens, .activation_block_bytes = 0};
 constexpr Streaming kQ8_0Streaming{.most_tokens = kRowDotTokens, .activation_block_bytes = 36};
 constexpr Streaming kQ4_0Streaming{.most_tokens = kRowStreamTokens, .activation_block_bytes = 40};
-// The sub-block formats' row kernels read Q4_0's 40 bytes a block (values, scale, the activation
-// sum their offsets multiply); they stream up to 4 tokens, Q8_0's limit (not measured for them).
-constexpr Streaming kSubBlockStreaming{.most_tokens = kRowDotTokens, .activation_block_bytes = 40};
+// The sub-block formats stream up to 8 tokens at any width: their GEMM packs sub-block panels of
+// the whole matrix for every call, which a few tokens do not repay. `bench -p 0 -n 16 -np 3,4,6,8
+// -t 2` on llama.cpp's Q4_K_M files (LLaMA-7B width with 4 layers, TinyLlama-1.1B) and a Q4_1
+// one, the GEMM's rule (stream only while the activations fit half of L1d, at most 4 tokens)
+// against this, alternated: 3 tokens 1.0-2.1x, 4 tokens 1.8-2.3x, 6 and 8 tokens 2.6-3.6x
+// (7B width, 8 sequences: 44 -> 125 tokens/s).
+constexpr Streaming kSubBlockStreaming{.most_tokens = kRowStreamTokens, .activation_block_bytes = 0};
 
 // The table. Every field by name; a format leaves out what it lacks (no GEMM panel, no
 // llama.cpp file type). Q5_0, Q5_1, Q2_K and Q3_K have no AVX-512 row kernel of their own: their
