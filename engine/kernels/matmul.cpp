@@ -28,12 +28,13 @@ namespace cpullm {
 // before any scaling): Q4_0 streams up to 8 tokens, a TinyLlama layer's 8
 // tokens 1.4-1.6x faster than the GEMM, whose Q4_0 packing unpacks every nibble. Q8_0 and
 // INT8_CHANNEL at 8 tokens did not beat the GEMM (Q8_0 lost 7 of 8 alternated rounds) and stay
-// with it. The sub-block formats (Q4_1, Q5_x, the K-quants) stream up to 8 tokens at any width:
-// packing their panels costs more than a few tokens repay (weight_formats.cpp).
+// with it. The sub-block formats (Q4_1, Q5_x, the K-quants) stream up to 16 tokens at any width,
+// in passes of 8: packing their panels costs more than that many tokens repay (weight_formats.cpp).
 bool matmul_streams_rows(GgmlType type, int64_t tokens, int64_t cols, int64_t l1d_bytes) {
   if (tokens <= 2) return true;
-  if (tokens > kRowStreamTokens) return false;
-  const WeightFormat& format = weight_format(type);
+  const WeightFormat* found = find_weight_format(type);
+  if (!found) return false;  // the sparse types: their own kernels (sparse.hpp)
+  const WeightFormat& format = *found;
   if (format.gemm.panels == GemmPanels::none) return true;  // no GEMM for it: the row kernels
   if (tokens > format.streaming.most_tokens) return false;
   // What one token's row kernel reads per block of 32 columns (dot.hpp): the values (32 bytes),
@@ -172,11 +173,8 @@ void matmul(float* y, int64_t y_stride, const WeightMatrix& w, const float* x, i
   const GemmPanels panels = weight_format(w.type).gemm.panels;
   if (panels == GemmPanels::none || matmul_streams_rows(w.type, tokens, w.cols, caches.l1d_bytes)) {
     // kRowStreamTokens tokens a pass: a format without GEMM panels streams any number
-    for (int64_t t0 = 0; t0 < tokens; t0 += kRowStreamTokens) {
-      const MatvecTask task{y + t0 * y_stride, &w, y_stride};
-      matvec_group({&task, 1}, x + t0 * x_stride, x_stride, std::min(kRowStreamTokens, tokens - t0), isa);
-    }
-    return;
+    const MatvecTask task{y, &w, y_stride};
+    return matvec_group({&task, 1}, x, x_stride, tokens, isa);
   }
   const GemmKernels& kernels = gemm_kernels(isa);
   if (panels == GemmPanels::f32) float_gemm(kernels, y, y_stride, w, x, x_stride, tokens, caches);

@@ -46,10 +46,10 @@ struct MatvecTask {
 // fork/join and one quantization of x instead of three. Each output equals matvec's, bit for bit.
 void matvec_group(std::span<const MatvecTask> tasks, const float* x, Isa isa);
 
-// The most tokens matvec_group takes at once.
+// The most tokens one pass of matvec_group streams.
 inline constexpr int64_t kRowStreamTokens = 8;
-// The same for `tokens` <= kRowStreamTokens inputs x (tokens, x_stride) at once: each row of
-// every matrix comes from memory once and is widened or unpacked once per 4 tokens, whose
+// The same for `tokens` inputs x (tokens, x_stride): kRowStreamTokens tokens a pass, in which each
+// row of every matrix comes from memory once and is widened or unpacked once per 4 tokens, whose
 // products the row kernels accumulate side by side (matmul's path for a decode step of a few
 // sequences). Each output equals matvec's of that token, bit for bit.
 void matvec_group(std::span<const MatvecTask> tasks, const float* x, int64_t x_stride, int64_t tokens, Isa isa);

@@ -56,7 +56,7 @@ struct GemmEntry {
 // When matmul streams rows through the row kernels instead of packing GEMM panels (measured per
 // format with bench_kernels' matvec_decode against the GEMM; matmul.cpp says how).
 struct Streaming {
-  int64_t most_tokens = 0;           // beyond 2 tokens, stream up to this many
+  int64_t most_tokens = 0;           // beyond 2 tokens, stream up to this many (past kRowStreamTokens, in passes)
   int64_t activation_block_bytes = 0;  // Q8_0 activations: bytes one token's kernel reads per block, which
                                        // must fit half of L1d for all the tokens; 0: no such limit
 };

@@ -227,14 +227,14 @@ TEST(MatvecGroup, EqualsOneMatvecPerMatrixAtEveryIsaAndThreadCount) {
 
 // Several tokens at once (decode steps of a few sequences, prefill of the formats without a GEMM
 // panel): each token's outputs are matvec's, bit for bit, at every ISA and thread count, with
-// strides wider than the rows, for up to the most tokens it takes; one more is refused.
+// strides wider than the rows, for up to the most tokens a pass takes, and beyond it in passes.
 void check_several_tokens(std::initializer_list<std::pair<GgmlType, int>> shapes, int64_t cols, std::mt19937& rng) {
   std::vector<Matrix> matrices;
   for (auto [type, rows] : shapes) matrices.push_back(random_matrix(type, rows, cols, rng));
   const int64_t kXStride = cols + 4, kYStride = 12;  // padding the kernels must leave alone
-  const std::vector<float> x = uniform_input(kRowStreamTokens * kXStride, rng);
+  const std::vector<float> x = uniform_input((kRowStreamTokens + 3) * kXStride, rng);
   for_each_isa_and_thread_count([&](Isa isa, int t) {
-    for (int64_t tokens : {int64_t{2}, int64_t{3}, kRowStreamTokens}) {
+    for (int64_t tokens : {int64_t{2}, int64_t{3}, kRowStreamTokens, kRowStreamTokens + 3}) {  // the last in two passes
       std::vector<std::vector<float>> grouped;
       std::vector<MatvecTask> tasks;
       for (std::size_t i = 0; i < matrices.size(); ++i) grouped.emplace_back(tokens * kYStride, -1.0f);
@@ -254,9 +254,6 @@ void check_several_tokens(std::initializer_list<std::pair<GgmlType, int>> shapes
       }
     }
   });
-  std::vector<float> y((kRowStreamTokens + 1) * kYStride), wide_x((kRowStreamTokens + 1) * kXStride);
-  const MatvecTask task{y.data(), &matrices[0].view, kYStride};
-  EXPECT_THROW(matvec_group({&task, 1}, wide_x.data(), kXStride, kRowStreamTokens + 1, Isa::Scalar), Error);
 }
 
 TEST(MatvecGroup, SeveralTokensEqualOneMatvecPerToken) {
