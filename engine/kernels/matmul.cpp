@@ -28,7 +28,7 @@ namespace cpullm {
 // before any scaling): Q4_0 streams up to 8 tokens, a TinyLlama layer's 8
 // tokens 1.4-1.6x faster than the GEMM, whose Q4_0 packing unpacks every nibble. Q8_0 and
 // INT8_CHANNEL at 8 tokens did not beat the GEMM (Q8_0 lost 7 of 8 alternated rounds) and stay
-// with it. The sub-block formats (Q4_1, Q5_x, the K-quants) stream up to 16 tokens at any width,
+// with it. The sub-block formats (Q4_1, Q5_x, the K-quants) stream up to 24 tokens at any width,
 // in passes of 8: packing their panels costs more than that many tokens repay (weight_formats.cpp).
 bool matmul_streams_rows(GgmlType type, int64_t tokens, int64_t cols, int64_t l1d_bytes) {
   if (tokens <= 2) return true;

@@ -29,14 +29,14 @@ void decode_blocks(const std::byte* row, float* out, int64_t n) { Dequantize(rei
 constexpr Streaming kFloatStreaming{.most_tokens = kRowDotTokens, .activation_block_bytes = 0};
 constexpr Streaming kQ8_0Streaming{.most_tokens = kRowDotTokens, .activation_block_bytes = 36};
 constexpr Streaming kQ4_0Streaming{.most_tokens = kRowStreamTokens, .activation_block_bytes = 40};
-// The sub-block formats stream up to 16 tokens at any width, 8 a pass: their GEMM packs sub-block
+// The sub-block formats stream up to 24 tokens at any width, 8 a pass: their GEMM packs sub-block
 // panels of the whole matrix for every call, which a few tokens do not repay. `bench -p 0 -n 16
 // -np 3,4,6,8 -t 2` on llama.cpp's Q4_K_M files (LLaMA-7B width with 4 layers, TinyLlama-1.1B)
 // and a Q4_1 one, the GEMM's rule (stream only while the activations fit half of L1d, at most 4
 // tokens) against streaming, alternated: 3 tokens 1.0-2.1x, 4 tokens 1.8-2.3x, 6 and 8 tokens
-// 2.6-3.6x (7B width, 8 sequences: 44 -> 125 tokens/s). At 16 tokens two passes beat the GEMM,
-// at 32 the GEMM wins (docs/kernels-prefill.md, "Streaming a few tokens").
-constexpr Streaming kSubBlockStreaming{.most_tokens = 2 * kRowStreamTokens, .activation_block_bytes = 0};
+// 2.6-3.6x (7B width, 8 sequences: 44 -> 125 tokens/s). Up to 24 tokens the passes beat the
+// GEMM, at 32 the GEMM wins (docs/kernels-prefill.md, "Streaming a few tokens").
+constexpr Streaming kSubBlockStreaming{.most_tokens = 3 * kRowStreamTokens, .activation_block_bytes = 0};
 
 // The table. Every field by name; a format leaves out what it lacks (no GEMM panel, no
 // llama.cpp file type). Q5_0, Q5_1, Q2_K and Q3_K have no AVX-512 row kernel of their own: their

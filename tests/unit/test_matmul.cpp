@@ -285,7 +285,7 @@ TEST(Matmul, RefusesTypesWithoutAKernel) {
 // The streaming policy at the shapes it was measured on (docs/kernels.md), with a
 // 48 KiB L1d: 1-2 tokens always, float rows up to 4 tokens, Q8_0 and Q4_0 rows up to 4 (Q4_0 and
 // Q4_0_R8: 8) while the tokens' quantized activations fit in 24 KiB, never more; with the Xeon
-// E5 v4's 32 KiB, in 16 KiB; the sub-block formats up to 16 at any width.
+// E5 v4's 32 KiB, in 16 KiB; the sub-block formats up to 24 at any width.
 TEST(Matmul, StreamsRowsWhileTheTokensActivationsFitBesideThem) {
   constexpr int64_t kL1d = 48 * 1024, kXeonL1d = 32 * 1024;
   for (GgmlType type : {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::CPULLM_Q4_0_R8, GgmlType::CPULLM_Q8_0_R8}) {
@@ -300,9 +300,9 @@ TEST(Matmul, StreamsRowsWhileTheTokensActivationsFitBesideThem) {
   EXPECT_FALSE(matmul_streams_rows(GgmlType::CPULLM_Q4_0_R8, 8, 4096, kL1d));
   EXPECT_TRUE(matmul_streams_rows(GgmlType::F16, 4, 11008, kL1d));
   EXPECT_TRUE(matmul_streams_rows(GgmlType::Q8_0, 4, 4096, kL1d));    // 4 x 128 blocks x 36 bytes = 18 KiB
-  for (GgmlType type : {GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q6_K}) {  // at any width, up to 16
-    EXPECT_TRUE(matmul_streams_rows(type, 16, 11008, kL1d)) << ggml_type_name(type);
-    EXPECT_FALSE(matmul_streams_rows(type, 17, 256, kL1d)) << ggml_type_name(type);
+  for (GgmlType type : {GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q6_K}) {  // at any width, up to 24
+    EXPECT_TRUE(matmul_streams_rows(type, 24, 11008, kL1d)) << ggml_type_name(type);
+    EXPECT_FALSE(matmul_streams_rows(type, 25, 256, kL1d)) << ggml_type_name(type);
   }
   EXPECT_TRUE(matmul_streams_rows(GgmlType::Q8_0, 4, 5440, kL1d));    // 24,480 bytes
   EXPECT_FALSE(matmul_streams_rows(GgmlType::Q8_0, 4, 5472, kL1d));   // 24,624 bytes
