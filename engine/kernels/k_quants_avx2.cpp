@@ -73,20 +73,6 @@ inline void sixteen_scale_words(__m128i scales, __m256i& early, __m256i& late) {
   late = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, _mm_add_epi8(order, _mm_set1_epi8(8))));
 }
 
-// Q4_K's and Q5_K's 12 packed bytes (scale_min_k4) as 8 scale bytes and 8 minimum bytes:
-// 0-3 are bytes 0-3 (scales) and 4-7 (minimums), low 6 bits; 4-7 take their low 4 bits from
-// bytes 8-11 (scales low nibbles, minimums high ones) and their top 2 from bytes 0-3's and
-// 4-7's top bits.
-inline void scales_and_minimums(const uint8_t* packed, __m128i& scales, __m128i& minimums) {
-  uint32_t w[3];
-  std::memcpy(w, packed, sizeof(w));
-  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
-  const uint32_t high_scales = (w[2] & kLow4) | ((w[0] >> 6) & kLow2) << 4;
-  const uint32_t high_minimums = ((w[2] >> 4) & kLow4) | ((w[1] >> 6) & kLow2) << 4;
-  scales = _mm_setr_epi32(static_cast<int>(w[0] & kLow6), static_cast<int>(high_scales), 0, 0);
-  minimums = _mm_setr_epi32(static_cast<int>(w[1] & kLow6), static_cast<int>(high_minimums), 0, 0);
-}
-
 // Q4_K and Q5_K: block k is sub-block k, its values in chunk k / 2's low (even k) or high
 // (odd k) nibbles.
 template <typename Block>
@@ -111,8 +97,7 @@ struct Q45K {
         q[2 * c + 1] = _mm256_or_si256(q[2 * c + 1], move_bit(high_bits, 2 * c + 1, 4));
       }
     }
-    __m128i scales, minimums;
-    scales_and_minimums(block.scales, scales, minimums);
+    const __m128i scales = scales_and_minimums_k4(block.scales), minimums = _mm_srli_si128(scales, 8);
     const __m128i doubled = _mm_unpacklo_epi8(scales, scales);  // scale k in bytes 2k and 2k + 1
     if constexpr (kFifthBit) {
       scale_words = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(doubled));

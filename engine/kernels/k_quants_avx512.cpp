@@ -49,18 +49,6 @@ inline __m512 spread_pair(__m512 x, int first) {
                                x);
 }
 
-// Q4_K's and Q5_K's 12 packed bytes (scale_min_k4) as scales 0-7 in bytes 0-7 and minimums 0-7
-// in bytes 8-15: 0-3 are bytes 0-3 (scales) and 4-7 (minimums), low 6 bits; 4-7 take their low 4
-// bits from bytes 8-11 (the scales' low nibbles, the minimums' high ones) and their top 2 from
-// bytes 0-7's top bits. The 16-byte load reads 4 bytes of the block past the 12.
-inline __m128i scales_and_minimums(const uint8_t* packed) {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
-  const __m128i low = _mm_and_si128(v, _mm_set1_epi8(0x3f));
-  const __m128i tops = _mm_and_si128(_mm_srli_epi32(v, 6), _mm_set1_epi8(3));
-  const __m128i nibbles = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(v, 0xaa), _mm_setr_epi32(0, 4, 0, 0)), _mm_set1_epi8(0x0f));
-  return _mm_unpacklo_epi32(low, _mm_or_si128(nibbles, _mm_slli_epi32(tops, 4)));
-}
-
 template <typename Block>
 struct Q45K {
   static constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
@@ -83,7 +71,7 @@ struct Q45K {
         q[c] = _mm512_or_si512(q[c], fifth);
       }
     }
-    const __m512 integers = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(scales_and_minimums(block.scales)));
+    const __m512 integers = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(scales_and_minimums_k4(block.scales)));  // scales in lanes 0-7, minimums in 8-15
     // d and dmin are the block's first 4 bytes: [d, dmin / 8] spread over lanes 0-7 and 8-15.
     int32_t both;
     std::memcpy(&both, &block.d, sizeof(both));

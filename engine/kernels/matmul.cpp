@@ -186,7 +186,7 @@ int64_t matmul_parallel_loops(GgmlType type, int64_t tokens, int64_t cols, int64
   if (is_sparse(type)) return tokens == 1 ? 1 : 2;  // sparse_matvec's rows; sparse_matmul's transpose, then its rows
   const GemmPanels panels = weight_format(type).gemm.panels;
   if (panels == GemmPanels::none || matmul_streams_rows(type, tokens, cols, l1d_bytes))
-    return ceil_div(tokens, kRowStreamTokens);
+    return matvec_group_passes(tokens);
   return panels == GemmPanels::f32 ? 1 : 2;
 }
 

@@ -152,7 +152,8 @@ void matvec_group(std::span<const MatvecTask> tasks, const float* x, Isa isa) {
 void matvec_group(std::span<const MatvecTask> tasks, const float* x, int64_t x_stride, int64_t tokens, Isa isa) {
   if (tasks.empty() || tokens <= 0) return;
   if (tokens > kRowStreamTokens) {  // passes of kRowStreamTokens tokens, each reading every row again
-    std::vector<MatvecTask> pass(tasks.begin(), tasks.end());
+    thread_local std::vector<MatvecTask> pass;  // kept from call to call: no allocation per decode step
+    pass.assign(tasks.begin(), tasks.end());
     for (int64_t t0 = 0; t0 < tokens; t0 += kRowStreamTokens) {
       for (std::size_t i = 0; i < pass.size(); ++i) pass[i].y = tasks[i].y + t0 * tasks[i].y_stride;
       matvec_group(pass, x + t0 * x_stride, x_stride, std::min(kRowStreamTokens, tokens - t0), isa);

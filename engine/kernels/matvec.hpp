@@ -53,6 +53,8 @@ inline constexpr int64_t kRowStreamTokens = 8;
 // products the row kernels accumulate side by side (matmul's path for a decode step of a few
 // sequences). Each output equals matvec's of that token, bit for bit.
 void matvec_group(std::span<const MatvecTask> tasks, const float* x, int64_t x_stride, int64_t tokens, Isa isa);
+// Its passes (one parallel loop each) for `tokens` tokens.
+inline int64_t matvec_group_passes(int64_t tokens) { return (tokens + kRowStreamTokens - 1) / kRowStreamTokens; }
 
 // The reference: the scalar kernels on one thread, sums in order. Everything else is tested
 // against it.

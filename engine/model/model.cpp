@@ -182,7 +182,7 @@ int64_t decode_step_parallel_loops(std::span<const LlamaTensor> tensors, std::sp
   const auto grouped = [&](std::initializer_list<std::size_t> group) {
     if (std::all_of(group.begin(), group.end(),
                     [&](std::size_t i) { return matmul_streams_rows(types[i], n, tensors[i].cols, l1d_bytes); }))
-      return (n + kRowStreamTokens - 1) / kRowStreamTokens;  // matvec_group's passes
+      return matvec_group_passes(n);
     int64_t loops = 0;
     for (std::size_t i : group) loops += project(i);
     return loops;
