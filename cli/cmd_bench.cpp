@@ -25,6 +25,7 @@
 #include "harness/bench/value_lists.hpp"
 #include "harness/bench/workloads.hpp"
 #include "harness/results/results_db.hpp"
+#include "engine/model/kv_cache.hpp"
 #include "engine/util/error.hpp"
 #include "engine/util/text.hpp"
 
@@ -109,7 +110,7 @@ BenchParams bench_params(const BenchOptions& o) {
   p.attn_tile = parse_word_list(joined(o.attn_tile), "--attn-tile");
   p.binding = parse_word_list(joined(o.binding), "--bind", {"none", "compact", "scatter", "numa"});
   p.placement = parse_word_list(joined(o.placement), "--placement", {"first-touch", "interleave", "replicate", "shard"});
-  p.kv_type = parse_word_list(joined(o.kv_type), "--kv-type", {"f32", "f16", "bf16"});
+  p.kv_type = parse_word_list(joined(o.kv_type), "--kv-type", kv_type_names());
   p.prefetch = ints(o.prefetch, "--prefetch", 0, 1);
   p.cpuset = o.run.cpuset;
   p.housekeeping = o.run.housekeeping;

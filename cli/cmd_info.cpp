@@ -16,6 +16,7 @@
 #include "engine/kernels/row_convert.hpp"
 #include "engine/model/model.hpp"
 #include "engine/kernels/weight_formats.hpp"
+#include "engine/model/kv_cache.hpp"
 #include "engine/model/config.hpp"
 #include "engine/quant/quantize_model.hpp"
 #include "engine/synthetic/synthetic_model.hpp"
@@ -60,8 +61,17 @@ nlohmann::json formats_json() {
   return out;
 }
 
+// The types a KV cache can hold (--kv-type), with the bytes a cached value takes.
+nlohmann::json kv_types_json() {
+  nlohmann::json out = nlohmann::json::array();
+  for (const KvTypeInfo& t : kv_types())
+    out.push_back({{"name", t.name}, {"ggml_name", ggml_type_name(t.element)}, {"bytes_per_value", kv_value_bytes(t.type)}});
+  return out;
+}
+
 void run_formats(const InfoOptions& o) {
-  if (o.json) return (void)std::printf("%s\n", nlohmann::json{{"formats", formats_json()}}.dump(2).c_str());
+  if (o.json)
+    return (void)std::printf("%s\n", nlohmann::json{{"formats", formats_json()}, {"kv_types", kv_types_json()}}.dump(2).c_str());
   std::printf("%-13s %-20s %5s %6s %6s %10s  %s\n", "name", "ggml type", "block", "bytes", "bits", "gemm", "layout");
   for (const WeightFormat& f : weight_formats())
     std::printf("%-13s %-20s %5ld %6ld %6.2f %10s  %s\n", std::string(f.name).c_str(),
@@ -69,6 +79,9 @@ void run_formats(const InfoOptions& o) {
                 f.traits().block_bytes, f.bits_per_weight(),
                 std::string(gemm_panels_name(f.gemm.panels)).c_str(),
                 std::string(f.layout).c_str());
+  std::printf("\nKV cache types (--kv-type):");
+  for (const KvTypeInfo& t : kv_types()) std::printf(" %s (%.4g bytes a value)", std::string(t.name).c_str(), kv_value_bytes(t.type));
+  std::printf("\n");
 }
 
 // The LLaMA tensors (the file's, or a named shape's from F32) as `quantize --type DTYPE --keep

@@ -3,6 +3,8 @@
 
 #include "engine/model/model.hpp"
 
+#include <fmt/ranges.h>
+
 namespace cpullm::cli {
 
 RunFlagText run_flag_text(RunFlag flag) {
@@ -23,7 +25,7 @@ RunFlagText run_flag_text(RunFlag flag) {
       return {"--numa", "mpi: tensor parallelism, one process per NUMA node or host started by mpirun, each computing "
                         "its share of every projection"};
     case RunFlag::attn_tile: return {"--attn-tile", "Prompt attention tile, QUERIESxKEYS, 1..128 each"};
-    case RunFlag::kv_type: return {"--kv-type", "KV cache element type: f32, f16, bf16"};
+    case RunFlag::kv_type: return {"--kv-type", fmt::format("KV cache element type: {}", fmt::join(kv_type_names(), ", "))};
     case RunFlag::context: return {"-c,--ctx-size", "Context positions (0: the model's, at most 4096)"};
     case RunFlag::sequences:
       return {"--np,--parallel",

@@ -8,12 +8,12 @@ import json
 import os
 
 from tuning import files
+from tuning import registry  # the KV cache's types: the binary's
 
 FACTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "facts.json")
 TOP_LEVEL = ["currency", "workload", "amortisation_years", "residual_value_fraction", "electricity_per_kwh", "pue",
              "max_utilisation", "rack_per_unit_per_month", "prediction_efficiency", "daily_volumes", "options"]
 WORKLOAD = {"model": str, "n_seq": int, "n_prompt": int, "n_gen": int, "kv_type": str}
-KV_TYPES = ("f32", "f16", "bf16")
 # The global quantities, by name; the options' own are in OWN and RENT.
 GLOBAL_QUANTITIES = ["amortisation_years", "residual_value_fraction", "electricity_per_kwh", "pue", "max_utilisation",
                      "rack_per_unit_per_month"]
@@ -93,8 +93,9 @@ def check_assumptions(a, facts):
     for key, kind in WORKLOAD.items():
         if not isinstance(w.get(key), kind) or isinstance(w.get(key), bool):
             raise InputError(f"workload.{key}: expected {'text' if kind is str else 'a whole number'}")
-    if w["kv_type"] not in KV_TYPES:
-        raise InputError(f"workload.kv_type: {w['kv_type']!r} is none of {', '.join(KV_TYPES)}")
+    kv_types = registry.kv_type_names()
+    if w["kv_type"] not in kv_types:
+        raise InputError(f"workload.kv_type: {w['kv_type']!r} is none of {', '.join(kv_types)}")
     if w["n_seq"] < 1 or w["n_prompt"] < 0 or w["n_gen"] < 1:
         raise InputError("workload: needs n_seq >= 1, n_prompt >= 0 and n_gen >= 1 (generated tokens are what is priced)")
     for name in GLOBAL_QUANTITIES:

@@ -1,5 +1,6 @@
-"""What the engine knows, read from the binary instead of restated here: the weight formats
-(`cpullm info --formats --json`: the format registry, engine/kernels/weight_formats.cpp) and a
+"""What the engine knows, read from the binary instead of restated here: the weight formats and
+the KV cache's types (`cpullm info --formats --json`: the format registry,
+engine/kernels/weight_formats.cpp, and engine/model/kv_cache.cpp) and a
 model's LLaMA tensors and per-op costs (`cpullm info MODEL --costs --json`). Each is read once per
 process and binary (the binary's own facts cannot change while it runs)."""
 import functools
@@ -37,6 +38,12 @@ def formats(cpullm=None):
     (what quantize gives the output layer), llama_file_type, gemm (f32 | integer | sub-blocks | none) and
     gemm_nibbles."""
     return {f["name"]: f for f in _info(cpullm or default_cpullm(), "--formats")["formats"]}
+
+
+@functools.lru_cache(maxsize=None)
+def kv_type_names(cpullm=None):
+    """The types a KV cache can hold (--kv-type), in the binary's order (engine/model/kv_cache.cpp)."""
+    return [t["name"] for t in _info(cpullm or default_cpullm(), "--formats")["kv_types"]]
 
 
 def format_names(cpullm=None):

@@ -47,13 +47,13 @@ DIMENSIONS = {
     "prefetch": ("--prefetch", "prefetch", int),
     "kv_type": ("--kv-type", "kv-type", str),
 }
-# The formats are the binary's (registry.formats(): `cpullm info --formats`).
+# The formats and KV cache types are the binary's (`cpullm info --formats`).
 CHOICES = {
     "bind": {"none", "compact", "scatter", "numa"},
     "placement": {"first-touch", "interleave", "replicate", "shard"},
-    "kv_type": {"f32", "f16", "bf16"},
     "prefetch": {0, 1},
 }
+BINARY_CHOICES = {"format": registry.format_names, "kv_type": registry.kv_type_names}
 WORKLOAD_DEFAULTS = {"prompt": 64, "gen": 32, "depth": 0}
 
 
@@ -83,7 +83,7 @@ def load_space(path):
                 v = float(v)
             if not isinstance(v, kind) or isinstance(v, bool):
                 raise SpaceError(f"{path}: values.{key}: {v!r} is not a {kind.__name__}")
-            choices = registry.format_names() if key == "format" else CHOICES.get(key)
+            choices = BINARY_CHOICES[key]() if key in BINARY_CHOICES else CHOICES.get(key)
             if choices is not None and v not in choices:
                 raise SpaceError(f"{path}: values.{key}: {v!r} is not one of {sorted(choices)}")
             if kind in (int, float) and v < 0:

@@ -535,8 +535,9 @@ def main(argv=None):
     parser.add_argument("--formats", help="other box: formats to predict (default: every format `cpullm info --formats` lists)")
     parser.add_argument("--batches", default="1,8,32", help="other box: batch sizes (concurrent sequences) to predict")
     parser.add_argument("--prompt", type=int, default=512, help="other box: prompt tokens of the TTFT prediction")
-    parser.add_argument("--kv-type", default="f16", choices=["f32", "f16", "bf16"],
-                        help="other box: the KV cache's type in the decode predictions (default f16, as the seed suite runs)")
+    parser.add_argument("--kv-type", default="f16",
+                        help="other box: the KV cache's type in the decode predictions, one of `cpullm info --formats`' "
+                             "KV types (default f16, as the seed suite runs)")
     parser.add_argument("--bandwidth-efficiency", type=float, default=0.75,
                         help="other box: attainable share of theoretical bandwidth where the profile has no measured figure")
     parser.add_argument("--compute-efficiency", type=float, default=0.4, help="other box: share of peak the GEMM reaches")
@@ -545,8 +546,11 @@ def main(argv=None):
     os.environ["CPULLM_BIN"] = os.path.abspath(args.cpullm)  # the formats are this binary's
     try:
         known = registry.format_names()
+        kv_types = registry.kv_type_names()
     except registry.RegistryError as e:
         sw.fail(str(e))
+    if args.kv_type not in kv_types:
+        sw.fail(f"--kv-type: {args.kv_type!r} is none of {', '.join(kv_types)}")
     args.formats = [f for f in (args.formats or ",".join(known)).split(",") if f]
     try:
         args.batches = [int(b) for b in args.batches.split(",") if b]

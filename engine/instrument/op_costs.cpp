@@ -28,7 +28,7 @@ RegionCost rope_cost(int64_t values, int64_t tokens) {
 }
 
 RegionCost attention_cost(const AttentionShape& shape, int64_t first_position, int64_t queries,
-                          int64_t kv_element_bytes) {
+                          double kv_value_bytes) {
   const double n = static_cast<double>(queries), first = static_cast<double>(first_position);
   // Positions met by the queries at positions 0 .. m - 1: p + 1 each, at most the window.
   const double window = shape.window > 0 ? static_cast<double>(shape.window) : first + n;
@@ -41,7 +41,7 @@ RegionCost attention_cost(const AttentionShape& shape, int64_t first_position, i
   const double q_row = static_cast<double>(shape.n_heads * shape.head_dim);
   const double rows_read = first + n - std::max(0.0, first + 1 - window);  // from the first query's first key on
   return {pairs * (4 * static_cast<double>(shape.head_dim) + 5),
-          rows_read * 2 * kv_row * static_cast<double>(kv_element_bytes) + 2 * n * q_row * kFloatBytes};
+          rows_read * 2 * kv_row * kv_value_bytes + 2 * n * q_row * kFloatBytes};
 }
 
 RegionCost swiglu_cost(int64_t n, int64_t tokens) {
@@ -75,7 +75,7 @@ std::vector<OpCost> decode_token_costs(std::span<const LlamaTensor> tensors, std
       case LlamaRole::attn_q:
         add(Region::q_proj, matmul_cost(w, 1));
         add(Region::rope, rope_cost((a.n_heads + a.n_kv_heads) * a.head_dim, 1));
-        add(Region::attention, attention_cost(a, shape.position, 1, shape.kv_element_bytes));
+        add(Region::attention, attention_cost(a, shape.position, 1, shape.kv_value_bytes));
         break;
       case LlamaRole::attn_k: add(Region::k_proj, matmul_cost(w, 1)); break;
       case LlamaRole::attn_v: add(Region::v_proj, matmul_cost(w, 1)); break;

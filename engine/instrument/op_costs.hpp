@@ -34,10 +34,10 @@ RegionCost rope_cost(int64_t values, int64_t tokens);
 // Causal attention of `queries` consecutive positions from first_position: query i meets
 // first_position + i + 1 keys, or the shape's window of them. Per (head, query, key): q.k
 // (2 * head_dim), softmax (5: scale, subtract the maximum, exp, sum, divide), V weighted sum
-// (2 * head_dim). Bytes: every cached key and value that a query sees once, at kv_element_bytes
+// (2 * head_dim). Bytes: every cached key and value that a query sees once, at kv_value_bytes
 // each; q read and the output written.
 RegionCost attention_cost(const AttentionShape& shape, int64_t first_position, int64_t queries,
-                          int64_t kv_element_bytes);
+                          double kv_value_bytes);
 
 // SwiGLU over n values per token: silu(gate) * up = gate / (1 + exp(-gate)) * up, 4 FLOPs per
 // value; gate and up read, gate written.
@@ -51,7 +51,7 @@ RegionCost sampling_cost(int64_t vocab, bool greedy);
 // What one decoded token costs in each op of a LLaMA model, summed over the layers: the ops the
 // forward pass enters (model.cpp), each at the cost above, the matrices at the types `types`
 // gives, one per tensor of `tensors` (llama_tensors), the token at `position` (keys cached
-// before it), the KV cache at kv_element_bytes a value. `info --costs` prints it.
+// before it), the KV cache at kv_value_bytes a value. `info --costs` prints it.
 struct OpCost {
   Region op;
   RegionCost cost;
@@ -59,7 +59,7 @@ struct OpCost {
 struct DecodeShape {
   AttentionShape attention;     // heads and head width
   int64_t position = 0;         // positions cached before the token
-  int64_t kv_element_bytes = 4;  // F32 cache
+  double kv_value_bytes = 4;     // F32 cache; Q8_0's block scales make it fractional
   bool greedy = true;           // sampling
 };
 std::vector<OpCost> decode_token_costs(std::span<const LlamaTensor> tensors, std::span<const GgmlType> types,

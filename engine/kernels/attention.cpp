@@ -12,6 +12,7 @@
 #include "engine/kernels/isa.hpp"
 #include "engine/kernels/ops.hpp"
 #include "engine/kernels/parallel.hpp"
+#include "engine/kernels/quant_formats.hpp"
 #include "engine/kernels/row_convert.hpp"
 #include "engine/util/aligned_vector.hpp"
 #include "engine/util/error.hpp"
@@ -20,70 +21,116 @@ namespace cpullm {
 namespace {
 
 // The single query's (decode's) kernels read the cache rows where they lie: F32 as stored, F16
-// through F16C and BF16 by a shift, eight values at a time, in the dot products themselves.
-// They once widened every 64-row tile into an FP32 buffer first, one dispatched row conversion a
-// row: at depth 8,192 that made the half-size F16 cache slower to attend over than F32 (docs/attention.md).
-// The tiled kernel (prefill) packs its tiles for the GEMM's micro-kernel.
+// through F16C, BF16 by a shift and Q8_0 by widening its int8 values, eight values at a time, in
+// the dot products themselves. They once widened every 64-row tile into an FP32 buffer first, one
+// dispatched row conversion a row: at depth 8,192 that made the half-size F16 cache slower to
+// attend over than F32 (docs/attention.md). The tiled kernel (prefill) packs its tiles for the
+// GEMM's micro-kernel.
 constexpr int64_t kVectors = 4, kChunk = kLanes * kVectors;
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
-// Eight cache values of type V from p as FP32.
+// A Q8_0 row is llama.cpp's blocks of 32 int8 values, each block after its FP16 scale; a head
+// (head_dim a multiple of 32, kv_type_refusal) is whole blocks, so its row slices start at a
+// block. Column c of a row of type V starts column_offset<V>(c) bytes in; Q8_0's values are
+// multiplied by their block's scale (the float types have none).
+template <GgmlType V>
+inline constexpr bool kBlockScaled = V == GgmlType::Q8_0;
+template <GgmlType V>
+inline int64_t column_offset(int64_t c) {
+  if constexpr (kBlockScaled<V>)
+    return c / kQuantBlock * int64_t{sizeof(BlockQ8_0)} + 2 + c % kQuantBlock;
+  else
+    return c * kValueBytes<V>;
+}
+template <GgmlType V>
+inline float block_scale(const std::byte* row, int64_t c) {
+  return load_f16(row + c / kQuantBlock * int64_t{sizeof(BlockQ8_0)});
+}
+template <GgmlType V>
+inline float value_at(const std::byte* row, int64_t c) {
+  if constexpr (kBlockScaled<V>)
+    return block_scale<V>(row, c) * static_cast<float>(static_cast<int8_t>(row[column_offset<V>(c)]));
+  else
+    return load_value<V>(row + c * kValueBytes<V>);
+}
+
+// Eight cache values of type V from p as FP32 (Q8_0's before their scale).
 template <GgmlType V>
 inline __m256 load8(const std::byte* p) {
   if constexpr (V == GgmlType::F32) return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+  if constexpr (V == GgmlType::Q8_0)
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   const __m128i halves = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   if constexpr (V == GgmlType::F16) return _mm256_cvtph_ps(halves);
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(halves), 16));
 }
 
-// out (head_dim) += sum over k < n of coefficients[k] * row k's head, row k at rows + k * stride
-// bytes: a query's output, its probabilities times the value rows. Columns in runs of 4 vectors
-// (then single vectors, then one at a time); even and odd k sum apart, so no FMA chain waits on
-// the previous one's latency.
+// out (head_dim) columns c0 .. c0 + 8 kRun - 1 += sum over k < n of coefficients[k] * row k's
+// values there, row k at rows + k * stride bytes: a query's output, its probabilities times the
+// value rows. Even and odd k sum apart, so no FMA chain waits on the previous one's latency. A
+// Q8_0 row's scale joins its coefficient (the run lies in one block: 8 kRun divides 32).
 template <GgmlType V, int kRun>
-void accumulate_columns(float* out, const float* coefficients, const std::byte* rows, int64_t stride, int64_t n) {
+void accumulate_columns(float* out, const float* coefficients, const std::byte* rows, int64_t stride, int64_t n, int64_t c0) {
+  const auto coefficient = [&](int64_t k) {
+    if constexpr (kBlockScaled<V>) return _mm256_set1_ps(coefficients[k] * block_scale<V>(rows + k * stride, c0));
+    return _mm256_set1_ps(coefficients[k]);
+  };
   __m256 even[kRun], odd[kRun];
-  for (int v = 0; v < kRun; ++v) even[v] = _mm256_loadu_ps(out + v * kLanes), odd[v] = _mm256_setzero_ps();
+  for (int v = 0; v < kRun; ++v) even[v] = _mm256_loadu_ps(out + c0 + v * kLanes), odd[v] = _mm256_setzero_ps();
   int64_t k = 0;
   for (; k + 2 <= n; k += 2) {
-    const __m256 first = _mm256_set1_ps(coefficients[k]), second = _mm256_set1_ps(coefficients[k + 1]);
+    const __m256 first = coefficient(k), second = coefficient(k + 1);
     const std::byte* row = rows + k * stride;
     for (int v = 0; v < kRun; ++v) {
-      even[v] = _mm256_fmadd_ps(first, load8<V>(row + v * kLanes * kValueBytes<V>), even[v]);
-      odd[v] = _mm256_fmadd_ps(second, load8<V>(row + stride + v * kLanes * kValueBytes<V>), odd[v]);
+      even[v] = _mm256_fmadd_ps(first, load8<V>(row + column_offset<V>(c0 + v * kLanes)), even[v]);
+      odd[v] = _mm256_fmadd_ps(second, load8<V>(row + stride + column_offset<V>(c0 + v * kLanes)), odd[v]);
     }
   }
   if (k < n)
     for (int v = 0; v < kRun; ++v)
-      even[v] = _mm256_fmadd_ps(_mm256_set1_ps(coefficients[k]), load8<V>(rows + k * stride + v * kLanes * kValueBytes<V>), even[v]);
-  for (int v = 0; v < kRun; ++v) _mm256_storeu_ps(out + v * kLanes, _mm256_add_ps(even[v], odd[v]));
+      even[v] = _mm256_fmadd_ps(coefficient(k), load8<V>(rows + k * stride + column_offset<V>(c0 + v * kLanes)), even[v]);
+  for (int v = 0; v < kRun; ++v) _mm256_storeu_ps(out + c0 + v * kLanes, _mm256_add_ps(even[v], odd[v]));
 }
 
+// Columns in runs of 4 vectors (then single vectors, then one at a time).
 template <GgmlType V>
 void accumulate_rows(float* out, const float* coefficients, const std::byte* rows, int64_t stride, int64_t n, int64_t head_dim) {
   int64_t c = 0;
-  for (; c + kChunk <= head_dim; c += kChunk) accumulate_columns<V, kVectors>(out + c, coefficients, rows + c * kValueBytes<V>, stride, n);
-  for (; c + kLanes <= head_dim; c += kLanes) accumulate_columns<V, 1>(out + c, coefficients, rows + c * kValueBytes<V>, stride, n);
+  for (; c + kChunk <= head_dim; c += kChunk) accumulate_columns<V, kVectors>(out, coefficients, rows, stride, n, c);
+  for (; c + kLanes <= head_dim; c += kLanes) accumulate_columns<V, 1>(out, coefficients, rows, stride, n, c);
   for (; c < head_dim; ++c)
-    for (int64_t k = 0; k < n; ++k) out[c] += coefficients[k] * load_value<V>(rows + k * stride + c * kValueBytes<V>);
+    for (int64_t k = 0; k < n; ++k) out[c] += coefficients[k] * value_at<V>(rows + k * stride, c);
 }
 
 // scores[j] = scale * (q . row j's head) for j < n, row j at rows + j * stride bytes. Eight rows
 // at a time, each with its own accumulator, and the eight reduced together by hadds and one
 // lane swap: one dot product per row spent more instructions on reducing its accumulator to a
 // float than on its products (head_dim 64: 8 FMAs, then about 11 reduction steps). A last group
-// of fewer than 8 reads row n - 1 again in the missing places and drops those scores.
+// of fewer than 8 reads row n - 1 again in the missing places and drops those scores. Q8_0 sums
+// a block's 4 vectors of products first, then adds them times the block's scale.
 template <GgmlType V>
 void score_rows(float* scores, const float* q, const std::byte* rows, int64_t stride, int64_t n, int64_t head_dim, float scale) {
-  const int64_t vector_columns = head_dim / kLanes * kLanes;
+  constexpr int64_t kStep = kBlockScaled<V> ? kQuantBlock : kLanes;  // columns sharing a scale
+  const int64_t vector_columns = head_dim / kStep * kStep;
   for (int64_t j = 0; j < n; j += 8) {
     const std::byte* row[8];
     for (int64_t r = 0; r < 8; ++r) row[r] = rows + std::min(j + r, n - 1) * stride;
     __m256 acc[8];
     for (__m256& a : acc) a = _mm256_setzero_ps();
-    for (int64_t c = 0; c < vector_columns; c += kLanes) {
-      const __m256 q_c = _mm256_loadu_ps(q + c);
-      for (int64_t r = 0; r < 8; ++r) acc[r] = _mm256_fmadd_ps(q_c, load8<V>(row[r] + c * kValueBytes<V>), acc[r]);
+    for (int64_t c = 0; c < vector_columns; c += kStep) {
+      if constexpr (kBlockScaled<V>) {
+        __m256 q_c[kVectors];
+        for (int64_t v = 0; v < kVectors; ++v) q_c[v] = _mm256_loadu_ps(q + c + v * kLanes);
+        for (int64_t r = 0; r < 8; ++r) {
+          __m256 block = _mm256_mul_ps(q_c[0], load8<V>(row[r] + column_offset<V>(c)));
+          for (int64_t v = 1; v < kVectors; ++v)
+            block = _mm256_fmadd_ps(q_c[v], load8<V>(row[r] + column_offset<V>(c + v * kLanes)), block);
+          acc[r] = _mm256_fmadd_ps(block, _mm256_set1_ps(block_scale<V>(row[r], c)), acc[r]);
+        }
+      } else {
+        const __m256 q_c = _mm256_loadu_ps(q + c);
+        for (int64_t r = 0; r < 8; ++r) acc[r] = _mm256_fmadd_ps(q_c, load8<V>(row[r] + column_offset<V>(c)), acc[r]);
+      }
     }
     // hadd(a, b) = a0+a1 a2+a3 b0+b1 b2+b3 | a4+a5 a6+a7 b4+b5 b6+b7: two rounds leave rows 0-3's
     // sums of lanes 0-3 in the low half and of lanes 4-7 in the high one.
@@ -93,7 +140,7 @@ void score_rows(float* scores, const float* q, const std::byte* rows, int64_t st
     _mm256_store_ps(eight, _mm256_add_ps(_mm256_permute2f128_ps(rows_0123, rows_4567, 0x20),
                                          _mm256_permute2f128_ps(rows_0123, rows_4567, 0x31)));
     for (int64_t r = 0; r < std::min<int64_t>(8, n - j); ++r) {
-      for (int64_t c = vector_columns; c < head_dim; ++c) eight[r] += q[c] * load_value<V>(row[r] + c * kValueBytes<V>);
+      for (int64_t c = vector_columns; c < head_dim; ++c) eight[r] += q[c] * value_at<V>(row[r], c);
       scores[j + r] = eight[r] * scale;
     }
   }
@@ -130,6 +177,7 @@ AttendHeads attend_heads_for(GgmlType kv_type) {
   switch (kv_type) {
     case GgmlType::F16: return attend_heads<GgmlType::F16>;
     case GgmlType::BF16: return attend_heads<GgmlType::BF16>;
+    case GgmlType::Q8_0: return attend_heads<GgmlType::Q8_0>;
     default: return attend_heads<GgmlType::F32>;
   }
 }
@@ -236,7 +284,8 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
                      Isa isa) {
   const int64_t dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
   const int64_t group = shape.n_heads / shape.n_kv_heads, hd = shape.head_dim;
-  const int64_t row_size = row_bytes(kv_type, kv_dim), element_size = row_bytes(kv_type, 1);
+  const int64_t row_size = row_bytes(kv_type, kv_dim);
+  const auto* key_rows = static_cast<const std::byte*>(keys);
   const auto* value_rows = static_cast<const std::byte*>(values);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t query_tiles = (n_queries + tiles.queries - 1) / tiles.queries;
@@ -256,7 +305,8 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
     // Panel rows past a tile's keys or head_dim are computed and dropped (zero until first written).
     AlignedVector<float> key_panels(slots * key_tile_floats, 0.0f);      // per slot (key_width / R) panels of (hd, R)
     AlignedVector<float> value_panels(slots * value_tile_floats, 0.0f);  // per slot (value_width / R) panels of (tile keys, R)
-    int64_t packed_kv_head = -1;
+    std::vector<float> staged_keys(tiles.keys * hd), staged_values(tiles.keys * hd);  // (tile keys, hd)
+    int64_t packed_kv_head = -1, head_offset = 0;
     std::vector<int64_t> packed(slots, -1);                              // per slot, the key tile of packed_kv_head it holds; -1: none
     std::vector<float> scores(tiles.queries * key_width);                // (query tile, key_width)
     std::vector<float> running_max(tiles.queries), running_sum(tiles.queries);
@@ -267,6 +317,7 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
       const int64_t kv_head = h / group;
       if (kv_head != packed_kv_head) {  // another KV head's keys: none of the thread's tiles holds them
         packed_kv_head = kv_head;
+        head_offset = row_bytes(kv_type, kv_head * hd);
         std::fill(packed.begin(), packed.end(), -1);
       }
       std::fill(running_max.begin(), running_max.end(), -INFINITY);
@@ -280,14 +331,20 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
         float* tile_keys = &key_panels[slot * key_tile_floats];
         float* tile_values = &value_panels[slot * value_tile_floats];
         if (packed[slot] != tile) {  // the slot holds another tile (or none): pack the whole tile
-          const int64_t tile_end = std::min(k0 + tiles.keys, first_position + n_queries);
-          const WeightMatrix cached_keys{static_cast<const std::byte*>(keys), kv_type, tile_end, kv_dim};
-          for (int64_t p = 0; p * R < tile_end - k0; ++p)
-            pack_float_panel(cached_keys, k0 + p * R, kv_head * hd, hd, static_cast<int>(R), tile_keys + p * hd * R);
-          for (int64_t j = 0; j < tile_end - k0; ++j)
+          // The tile's rows of the KV head, decoded to FP32 (a Q8_0 block's values share a scale, so
+          // a panel's columns could not be decoded from the middle of one), then packed.
+          const int64_t tile_rows = std::min(k0 + tiles.keys, first_position + n_queries) - k0;
+          for (int64_t j = 0; j < tile_rows; ++j) {
+            const int64_t at = (k0 + j) * row_size + head_offset;
+            decode_row(kv_type, key_rows + at, &staged_keys[j * hd], hd);
+            decode_row(kv_type, value_rows + at, &staged_values[j * hd], hd);
+          }
+          const WeightMatrix staged{reinterpret_cast<const std::byte*>(staged_keys.data()), GgmlType::F32, tile_rows, hd};
+          for (int64_t p = 0; p * R < tile_rows; ++p)
+            pack_float_panel(staged, p * R, 0, hd, static_cast<int>(R), tile_keys + p * hd * R);
+          for (int64_t j = 0; j < tile_rows; ++j)
             for (int64_t c = 0; c < hd; c += R)
-              decode_row(kv_type, value_rows + (k0 + j) * row_size + (kv_head * hd + c) * element_size,
-                         tile_values + c * tiles.keys + j * R, std::min(R, hd - c));
+              std::copy_n(&staged_values[j * hd + c], std::min(R, hd - c), tile_values + c * tiles.keys + j * R);
           packed[slot] = tile;
         }
         // Queries before first_seeing see none of this tile's keys (causal).
@@ -335,14 +392,16 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
   });
 }
 
-void require_kv_type(GgmlType kv_type) {
-  if (!kv_type_supported(kv_type)) fail("a KV cache cannot hold {} values (f32, f16 or bf16)", ggml_type_name(kv_type));
+void require_kv_type(GgmlType kv_type, const AttentionShape& shape) {
+  if (!kv_type_supported(kv_type)) fail("a KV cache cannot hold {} values (f32, f16, bf16 or q8_0)", ggml_type_name(kv_type));
+  if (kv_type == GgmlType::Q8_0 && shape.head_dim % kQuantBlock != 0)
+    fail("a Q8_0 KV cache needs heads of a multiple of {} values, not {}", kQuantBlock, shape.head_dim);
 }
 
 }  // namespace
 
 void attention(std::span<const AttentionQuery> queries, GgmlType kv_type, const AttentionShape& shape) {
-  require_kv_type(kv_type);
+  require_kv_type(kv_type, shape);
   if (!queries.empty()) attention_single_queries(queries, kv_type, shape);
 }
 
@@ -360,7 +419,7 @@ void attention(float* out, const float* q, const float* keys, const float* value
 void attention_tiled(float* out, const float* q, int64_t first_position, int64_t n_queries, const void* keys,
                      const void* values, GgmlType kv_type, const AttentionShape& shape, const AttentionTiles& tiles,
                      Isa isa) {
-  require_kv_type(kv_type);
+  require_kv_type(kv_type, shape);
   attention_tiles(out, q, first_position, n_queries, keys, values, kv_type, shape, tiles, isa);
 }
 
@@ -370,7 +429,7 @@ void attention_tiled(float* out, const float* q, int64_t first_position, int64_t
 }
 
 bool kv_type_supported(GgmlType type) {
-  return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16;
+  return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16 || type == GgmlType::Q8_0;
 }
 
 AttentionTiles parse_attention_tiles(const std::string& text) {

@@ -1,5 +1,6 @@
-// Causal self-attention over the KV cache, with grouped-query heads. The cache holds F32, F16
-// or BF16 values (--kv-type); queries, sums and outputs are FP32 whatever it holds.
+// Causal self-attention over the KV cache, with grouped-query heads. The cache holds F32, F16,
+// BF16 or Q8_0 values (--kv-type; Q8_0 with head_dim a multiple of 32); queries, sums and
+// outputs are FP32 whatever it holds.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -22,7 +23,7 @@ struct AttentionShape {
 // keys, values: (n_positions, n_kv_heads * head_dim), one row per cached position.
 void attention(float* out, const float* q, const float* keys, const float* values, int64_t n_positions,
                const AttentionShape& shape);
-// The same over a cache of kv_type (F32, F16 or BF16) values.
+// The same over a cache of kv_type (F32, F16, BF16 or Q8_0) values.
 void attention(float* out, const float* q, const void* keys, const void* values, GgmlType kv_type,
                int64_t n_positions, const AttentionShape& shape);
 
@@ -59,7 +60,7 @@ void attention_tiled(float* out, const float* q, int64_t first_position, int64_t
                      const void* values, GgmlType kv_type, const AttentionShape& shape, const AttentionTiles& tiles,
                      Isa isa);
 
-// Whether a cache can hold this type (F32, F16, BF16).
+// Whether the kernels can attend over a cache of this type (F32, F16, BF16, Q8_0).
 bool kv_type_supported(GgmlType type);
 
 }  // namespace cpullm

@@ -5,37 +5,61 @@
 #include "engine/kernels/row_convert.hpp"
 #include "engine/util/error.hpp"
 
+#include <fmt/ranges.h>
+
 namespace cpullm {
 
+namespace {
+constexpr KvTypeInfo kKvTypes[] = {
+    {KvType::f32, "f32", GgmlType::F32},
+    {KvType::f16, "f16", GgmlType::F16},
+    {KvType::bf16, "bf16", GgmlType::BF16},
+    {KvType::q8_0, "q8_0", GgmlType::Q8_0},
+};
+
+const KvTypeInfo& info(KvType type) {
+  for (const KvTypeInfo& t : kKvTypes)
+    if (t.type == type) return t;
+  fail("KV cache type {} is not in the table", static_cast<int>(type));
+}
+}  // namespace
+
+std::span<const KvTypeInfo> kv_types() { return kKvTypes; }
+
+std::vector<std::string> kv_type_names() {
+  std::vector<std::string> names;
+  for (const KvTypeInfo& t : kKvTypes) names.emplace_back(t.name);
+  return names;
+}
+
 KvType parse_kv_type(const std::string& text) {
-  for (KvType type : {KvType::f32, KvType::f16, KvType::bf16})
-    if (text == kv_type_name(type)) return type;
-  fail("KV cache type '{}' is not one of f32, f16, bf16", text);
+  for (const KvTypeInfo& t : kKvTypes)
+    if (text == t.name) return t.type;
+  fail("KV cache type '{}' is not one of {}", text, fmt::join(kv_type_names(), ", "));
 }
 
-std::string_view kv_type_name(KvType type) {
-  switch (type) {
-    case KvType::f32: return "f32";
-    case KvType::f16: return "f16";
-    case KvType::bf16: return "bf16";
-  }
-  return "?";
+std::string_view kv_type_name(KvType type) { return info(type).name; }
+GgmlType kv_element_type(KvType type) { return info(type).element; }
+
+namespace {
+int64_t block_elements(KvType type) { return ggml_type_traits(static_cast<uint32_t>(kv_element_type(type)))->block_elements; }
+}  // namespace
+
+double kv_value_bytes(KvType type) {
+  const int64_t block = block_elements(type);
+  return static_cast<double>(row_bytes(kv_element_type(type), block)) / static_cast<double>(block);
 }
 
-GgmlType kv_element_type(KvType type) {
-  switch (type) {
-    case KvType::f32: return GgmlType::F32;
-    case KvType::f16: return GgmlType::F16;
-    case KvType::bf16: return GgmlType::BF16;
-  }
-  return GgmlType::F32;
+std::string kv_type_refusal(KvType type, int64_t head_dim) {
+  const int64_t block = block_elements(type);
+  if (head_dim % block == 0) return "";
+  return fmt::format("a {} KV cache stores each head in blocks of {} values, and this model's heads have {}",
+                     kv_type_name(type), block, head_dim);
 }
 
-int64_t kv_element_bytes(KvType type) { return type == KvType::f32 ? 4 : 2; }
+int64_t KvCacheShape::row_bytes() const { return cpullm::row_bytes(kv_element_type(type), kv_dim); }
 
-uint64_t KvCacheShape::bytes() const {
-  return 2ull * sequences * layers * context * kv_dim * kv_element_bytes(type);
-}
+uint64_t KvCacheShape::bytes() const { return 2ull * sequences * layers * context * row_bytes(); }
 
 KvCache::KvCache(const KvCacheShape& shape)
     : shape_(shape),
@@ -50,7 +74,7 @@ void KvCache::populate_rows(int64_t sequence, int64_t layer, int64_t end) {
   int64_t& ready = populated_[static_cast<std::size_t>(sequence * shape_.layers + layer)];
   if (end <= ready) return;
   constexpr int64_t kStepBytes = 2 << 20;
-  const int64_t row = shape_.kv_dim * kv_element_bytes(shape_.type);
+  const int64_t row = shape_.row_bytes();
   const int64_t upto = std::min(shape_.context, std::max(end, ready + (kStepBytes + row - 1) / row));
   for (const AnonymousMemory* memory : {&keys_, &values_})
     memory->populate(offset(sequence, layer, ready), offset(sequence, layer, upto));
@@ -59,8 +83,7 @@ void KvCache::populate_rows(int64_t sequence, int64_t layer, int64_t end) {
 
 std::size_t KvCache::offset(int64_t sequence, int64_t layer, int64_t position) const {
   const KvCacheShape& s = shape_;
-  return static_cast<std::size_t>(((sequence * s.layers + layer) * s.context + position) * s.kv_dim *
-                                  kv_element_bytes(s.type));
+  return static_cast<std::size_t>(((sequence * s.layers + layer) * s.context + position) * s.row_bytes());
 }
 
 void KvCache::store(int64_t sequence, int64_t layer, int64_t position, int64_t count, const float* k,

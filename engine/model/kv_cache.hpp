@@ -1,8 +1,9 @@
 // The KV cache: for every sequence in flight and every layer, the keys (RoPE applied) and
-// values of each position run so far, in F32, F16 or BF16 (--kv-type).
+// values of each position run so far, in F32, F16, BF16 or Q8_0 (--kv-type).
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,11 +13,22 @@
 
 namespace cpullm {
 
-enum class KvType { f32, f16, bf16 };
-KvType parse_kv_type(const std::string& text);  // "f32", "f16", "bf16"; else an Error
+// The types a cache can hold, in kv_types()' order: this list is the one the flags, the results
+// and the Python tools (`cpullm info --formats --json`) read.
+enum class KvType { f32, f16, bf16, q8_0 };
+struct KvTypeInfo {
+  KvType type;
+  std::string_view name;  // as --kv-type takes it
+  GgmlType element;       // the rows' ggml type: Q8_0 rows are llama.cpp's blocks of 32 (-ctk/-ctv q8_0)
+};
+std::span<const KvTypeInfo> kv_types();
+std::vector<std::string> kv_type_names();       // f32, f16, bf16, q8_0
+KvType parse_kv_type(const std::string& text);  // a name of kv_types(); else an Error
 std::string_view kv_type_name(KvType type);
 GgmlType kv_element_type(KvType type);
-int64_t kv_element_bytes(KvType type);
+double kv_value_bytes(KvType type);             // bytes per cached value, block scales included (Q8_0: 34 / 32)
+// Whether a cache of this type can hold rows of head_dim values per head; else why not.
+std::string kv_type_refusal(KvType type, int64_t head_dim);
 
 struct KvCacheShape {
   int64_t sequences = 1;  // sequences in flight, each with its own rows
@@ -24,7 +36,8 @@ struct KvCacheShape {
   int64_t context = 0;    // positions per sequence
   int64_t kv_dim = 0;     // n_kv_heads * head_dim values per position
   KvType type = KvType::f32;
-  uint64_t bytes() const;  // keys and values together
+  int64_t row_bytes() const;  // one position's keys (or values)
+  uint64_t bytes() const;     // keys and values together
 };
 
 class KvCache {

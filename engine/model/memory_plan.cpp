@@ -58,9 +58,9 @@ bool MemoryPlan::fits() const {
 
 std::string MemoryPlan::describe() const {
   return fmt::format(
-      "weights {:.2f} GiB ({:.2f} GiB already in the page cache) + KV cache {:.2f} GiB + scratch {:.2f} GiB = "
+      "weights {:.2f} GiB ({:.2f} GiB already in the page cache) + KV cache ({}) {:.2f} GiB + scratch {:.2f} GiB = "
       "{:.2f} GiB; available {:.2f} GiB of {:.2f} GiB",
-      weight_bytes / kGiB, weight_cached_bytes / kGiB, kv_cache_bytes / kGiB, scratch_bytes / kGiB,
+      weight_bytes / kGiB, weight_cached_bytes / kGiB, kv_type, kv_cache_bytes / kGiB, scratch_bytes / kGiB,
       (weight_bytes + private_bytes()) / kGiB, available_bytes / kGiB, total_bytes / kGiB);
 }
 
@@ -78,6 +78,7 @@ MemoryPlan plan_memory(const GgufFile& file, const LlamaConfig& config, const Kv
   MemoryPlan plan;
   for (const GgufTensorInfo& tensor : file.tensors()) plan.weight_bytes += tensor.bytes;
   plan.kv_cache_bytes = cache.bytes();
+  plan.kv_type = kv_type_name(cache.type);
   plan.scratch_bytes = scratch_bytes(config, chunk, cache.context);
   plan.available_bytes = meminfo_bytes("MemAvailable");
   plan.total_bytes = meminfo_bytes("MemTotal");

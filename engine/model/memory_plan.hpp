@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace cpullm {
 
@@ -15,6 +16,7 @@ struct MemoryPlan {
   uint64_t weight_bytes = 0;         // every tensor of the file; page cache, shared between processes
   uint64_t weight_cached_bytes = 0;  // of those, already in the page cache now
   uint64_t kv_cache_bytes = 0;       // keys and values of every sequence, layer and position
+  std::string_view kv_type;          // what the cache holds (--kv-type)
   uint64_t scratch_bytes = 0;        // activations of one chunk of tokens
   uint64_t available_bytes = 0;      // MemAvailable now
   uint64_t total_bytes = 0;          // MemTotal

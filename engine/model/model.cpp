@@ -69,6 +69,8 @@ Model::Model(const std::string& path, const ModelOptions& options)
                      .context = options.context ? options.context : std::min(c.train_context, kDefaultContextCap),
                      .kv_dim = c.kv_dim(),
                      .type = options.kv_type};
+  if (const std::string refusal = kv_type_refusal(shape.type, c.head_dim); !refusal.empty())
+    fail("{}: --kv-type {}: {}", path, kv_type_name(shape.type), refusal);
   // Refuse before computing sizes that could overflow, then before allocating anything.
   const double cache_estimate = 2.0 * shape.sequences * shape.layers * shape.context * shape.kv_dim * 4;
   if (shape.context > kMaxContext || cache_estimate > 1e15)
@@ -342,7 +344,7 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
     // it every run's keys and values go into the cache, so that a sequence with several runs in
     // the chunk finds all of its earlier positions whichever order the runs compute in. Longer
     // runs (prompts) go tile by tile, one after the other.
-    const int64_t kv_bytes = kv_element_bytes(cache_.shape().type);
+    const double kv_bytes = kv_value_bytes(cache_.shape().type);
     auto store = [&](const Run& run) {
       cache_.store(run.sequence, l, run.first_position, run.count, &b.k[run.first_token * kv_dim],
                    &b.v[run.first_token * kv_dim]);

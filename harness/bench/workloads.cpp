@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "engine/kernels/weight_formats.hpp"
+#include "engine/model/kv_cache.hpp"
 #include "engine/quant/quantize_model.hpp"
 #include "engine/util/error.hpp"
 #include "engine/util/input_file.hpp"
@@ -67,8 +68,8 @@ std::vector<Workload> read_workloads(const std::string& path) {
       fail_file(path, "workload name '{}' is not a plain file name", w.name);
     if (!std::ranges::any_of(weight_formats(), [&](const WeightFormat& f) { return f.name == w.format; }))
       fail_file(path, "workload '{}': format '{}' is none of {}", w.name, w.format, weight_format_names());
-    if (w.kv_type != "f32" && w.kv_type != "f16" && w.kv_type != "bf16")
-      fail_file(path, "workload '{}': kv_type '{}' is none of f32, f16, bf16", w.name, w.kv_type);
+    if (const auto names = kv_type_names(); std::find(names.begin(), names.end(), w.kv_type) == names.end())
+      fail_file(path, "workload '{}': kv_type '{}' is none of {}", w.name, w.kv_type, fmt::join(names, ", "));
     if (w.n_seq < 1 || w.n_prompt < 0 || w.n_gen < 0 || w.n_prompt + w.n_gen < 1 || w.n_batch < 1 || w.repetitions < 1)
       fail_file(path, "workload '{}': needs n_seq, n_batch, repetitions >= 1 and some prompt or generated tokens", w.name);
     workloads.push_back(w);

@@ -51,23 +51,29 @@ std::vector<QuantEvalResult> evaluate_quantization(const std::string& model_path
   std::filesystem::create_directories(options.work_dir);
 
   // The source and one quantized copy per format, each with a context of one window.
-  const auto session_for = [&](const std::string& path) {
+  const auto session_for = [&](const std::string& path, const std::string& kv_type) {
     RunConfig run = options.run;
     run.model = path;
+    run.kv_type = kv_type;
     run.context = options.window;
     run.sequences = 1;
     return std::make_unique<Session>(run);
   };
   std::vector<Candidate> candidates;
-  candidates.push_back({{.format = "source", .file_bytes = std::filesystem::file_size(model_path)}, session_for(model_path)});
+  const uint64_t source_bytes = std::filesystem::file_size(model_path);
+  const std::string& kv_type = options.run.kv_type;
+  candidates.push_back({{.format = "source", .kv_type = kv_type, .file_bytes = source_bytes}, session_for(model_path, kv_type)});
   for (const std::string& format : options.formats) {
     QuantizeOptions quantize = quantize_options_for(format);
     quantize.keep = options.keep;
     quantize.progress = false;
     const std::string path = (std::filesystem::path(options.work_dir) / (format + ".gguf")).string();
     quantize_model(model_path, path, quantize);
-    candidates.push_back({{.format = format, .file_bytes = std::filesystem::file_size(path)}, session_for(path)});
+    candidates.push_back({{.format = format, .kv_type = kv_type, .file_bytes = std::filesystem::file_size(path)},
+                          session_for(path, kv_type)});
   }
+  for (const std::string& other : options.kv_types)
+    candidates.push_back({{.format = "source", .kv_type = other, .file_bytes = source_bytes}, session_for(model_path, other)});
 
   const Tokenizer tokenizer = Tokenizer::from_gguf(candidates.front().session->model().file());
   if (tokenizer.bos() < 0) fail("{}: eval-quant starts each window with BOS, and the vocabulary has none", model_path);

@@ -1,6 +1,8 @@
 // What quantization costs in accuracy: a model is quantized to each format, and every copy is
 // scored against the original on a text: perplexity, mean KL divergence of the next-token
-// distributions, and how often the most likely next token is the same (top-1 agreement).
+// distributions, and how often the most likely next token is the same (top-1 agreement). The
+// KV cache's types are scored the same way: the original model run with each cache type against
+// the original run with the reference run's (--kv-type, F32 by default).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -17,11 +19,13 @@ struct QuantEvalOptions {
   std::vector<std::string> keep;     // quantize --keep list, applied to every format
   int64_t window = 256;              // tokens per window (BOS + text); each window starts a fresh context
   std::string work_dir;              // where the quantized copies are written
-  RunConfig run = {};                // how each model runs (threads, kernels, ...); its model and context are set per model
+  RunConfig run = {};                // how each model runs (threads, kernels, its KV type, ...); its model and context are set per model
+  std::vector<std::string> kv_types = {};  // KV cache types the source model also runs with (f16, q8_0, ...)
 };
 
 struct QuantEvalResult {
   std::string format;          // "source" for the original, else the format name
+  std::string kv_type;         // the KV cache's type it ran with
   uint64_t file_bytes = 0;
   int64_t positions = 0;       // next-token predictions scored
   double perplexity = 0;       // exp(mean negative log-likelihood of the text's next token)
@@ -35,7 +39,7 @@ struct QuantEvalResult {
 // blockS (block4x4) or N:M (e.g. 2:4). A sparsity alone keeps the source's precision.
 QuantizeOptions quantize_options_for(std::string_view format);
 
-// The source first, then one result per format, in order.
+// The source first, then one result per format, then one per KV type (the source's file), in order.
 std::vector<QuantEvalResult> evaluate_quantization(const std::string& model_path, std::string_view text,
                                                    const QuantEvalOptions& options);
 

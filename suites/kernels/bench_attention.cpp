@@ -117,7 +117,7 @@ void BM_AttentionDecode(benchmark::State& state) {
 void DecodeCases(benchmark::internal::Benchmark* b) {
   for (int64_t positions : {64, 512, 2048, 8192})
     for (int64_t kv_heads : {4, 32})
-      for (auto kv_type : {cpullm::GgmlType::F32, cpullm::GgmlType::F16, cpullm::GgmlType::BF16})
+      for (auto kv_type : {cpullm::GgmlType::F32, cpullm::GgmlType::F16, cpullm::GgmlType::BF16, cpullm::GgmlType::Q8_0})
         b->Args({positions, kv_heads, static_cast<int64_t>(kv_type)});
 }
 

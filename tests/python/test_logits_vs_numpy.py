@@ -25,6 +25,15 @@ ids (`logits --tokens`). For each, the reference without the feature (plain freq
 window, adjacent pairs, no biases) must differ by more than 100 x the tolerance, so the feature
 is what the match shows. A long context runs the same way: 1,200 positions of a small model, the
 prompt's attention across 19 key tiles.
+
+At depth, every KV cache type: 4,096 positions of a model with heads of 32 values (Q8_0's block),
+its keys and values rounded in the reference as the cache stores them. Each runs twice per ISA:
+prompt calls of 1,000 tokens (later calls' tiled attention over the cache the earlier ones
+filled) and of one token (decode's attention at every position). Bounds (KV_TOL), measured when
+written: F32 2.0e-6, F16 2.5e-5, BF16 6.9e-5, Q8_0 5.9e-4 (of logits up to 4.5). Q8_0's is looser
+for the reason QUANTIZED_TOL is: a key computed in FP32 here and float64 there now and then rounds
+to the neighbouring step. The reference with an F32 cache must differ by more than 5 x the bound
+(measured: 5.5e-4, 3.5e-3 and 1.4e-2), so the match shows the rounding modelled.
 """
 import os
 import subprocess
@@ -101,6 +110,12 @@ WIDE = ["--shape", "custom", "--layers", "3", "--dim", "256", "--ffn", "688", "-
 LONG = ["--shape", "custom", "--layers", "2", "--dim", "64", "--ffn", "160", "--heads", "8", "--kv-heads", "2",
         "--vocab", "512", "--ctx", "1280", "--seed", "7"]
 LONG_TOKENS = [(i * 53 + 7) % 500 for i in range(1200)]
+# At depth: heads of 32 (Q8_0's block), 4,096 positions.
+DEPTH = ["--shape", "custom", "--layers", "2", "--dim", "64", "--ffn", "160", "--heads", "2", "--kv-heads", "1",
+         "--vocab", "512", "--ctx", "4200", "--seed", "7", "--dtype", "f32"]
+DEPTH_TOKENS = [(i * 53 + 7) % 500 for i in range(4096)]
+KV_TOL = {"f32": 1e-4, "f16": 1e-4, "bf16": 2e-4, "q8_0": 2e-3}
+DEPTH_CALLS = ("1000", "1")  # logits -b: prompt calls over the cache, and decode's attention
 SYNTHETIC = {**{f"synthetic-{dt}": SMALL + ["--dtype", dt] for dt in ("f32", "f16", "bf16")},
              "synthetic-wide-bf16": WIDE + ["--dtype", "bf16"],
              "synthetic-tied-f16": SMALL + ["--dtype", "f16", "--tied-output"]}
@@ -150,6 +165,33 @@ ARCHITECTURES = {
     "qwen2-tied-bf16": (cut("qwen2.5-7b", "--dtype", "bf16", "--tied-output"), [], TOKENS, [adjacent_pairs, no_biases]),
     "llama-long-context-f32": (LONG + ["--dtype", "f32"], [], LONG_TOKENS, []),
 }
+
+
+@pytest.mark.parametrize("kv_type", list(KV_TOL))
+def test_logits_at_depth_match_numpy_for_every_kv_type(ctx, kv_type):
+    """4,096 positions with a kv_type cache, in prompt calls and token by token, within KV_TOL at every ISA."""
+    model = os.path.join(ctx.workdir, f"depth-{kv_type}.gguf")
+    run([ctx.cpullm, "gen-model"] + DEPTH + ["-o", model])
+    m = LlamaModel(model)
+    plain = forward(m, DEPTH_TOKENS)
+    m.kv_type = kv_type
+    want = forward(m, DEPTH_TOKENS)
+    tolerance = KV_TOL[kv_type]
+    if kv_type != "f32":
+        change = np.abs(want - plain).max()
+        print(f"  reference without the {kv_type} rounding: logits change by {change:.3e}")
+        assert change > 5 * tolerance, f"the {kv_type} rounding changes the logits by only {change:.3e}: the test cannot see it"
+    for isa in ISAS:
+        for calls in DEPTH_CALLS:
+            try:
+                _, got, _ = cpullm_logits(ctx.cpullm, model, ctx.workdir, isa, ["--kv-type", kv_type, "-b", calls],
+                                          DEPTH_TOKENS)
+            except IsaUnavailable as e:
+                print(f"  SKIP {isa}: {e}")
+                break
+            err = np.abs(got.astype(np.float64) - want).max()
+            print(f"  {isa}, -b {calls}: max abs error {err:.3e}, tolerance {tolerance:g}")
+            assert err <= tolerance, f"{isa}, -b {calls}: {kv_type} cache off by {err:.3e}"
 
 
 @pytest.mark.parametrize("name", ["stories260K", *SYNTHETIC, *ARCHITECTURES, *KQUANT_FILES, *QUANTIZED_HERE])

@@ -7,14 +7,15 @@
 - `info MODEL --costs` agrees with the file and with the analytic formulas (op_costs.hpp);
 - reports/predict.py's LLaMA shapes are the binary's;
 - the sweep space takes every format the registry lists, its constraints raise no KeyError for any
-  pair, and `cpullm sweep` over every format runs.
+  pair, and `cpullm sweep` over every format runs;
+- the KV cache's types are the binary's one list, everywhere a tool checks a name against it.
 
 The modules ask the binary named by $CPULLM_BIN, the binary under test (conftest.py).
 """
 import json
 import os
 
-from cli_checks import run
+from cli_checks import expect_error, run
 from reports import predict
 from tuning import measure, registry, roofline
 from tuning import space as sp
@@ -93,6 +94,24 @@ def test_space_takes_every_format(ctx):
     for source in names:
         kept, dropped = sp.constrain([{"format": f} for f in names], topology, source, set())
         assert {p["format"] for p in kept} == {f for f in names if bits[f] <= bits[source]}, (source, kept, dropped)
+
+
+def test_kv_types_are_the_binarys(ctx):
+    """registry.kv_type_names() is `info --formats --json`'s list, with Q8_0 at llama.cpp's 34 bytes a
+    block of 32; the sweep space takes each and refuses another name; bench's --kv-type and the
+    report's workload check against the same list."""
+    binary = info(ctx, "--formats")["kv_types"]
+    assert registry.kv_type_names() == [t["name"] for t in binary] == ["f32", "f16", "bf16", "q8_0"], binary
+    assert {t["name"]: t["bytes_per_value"] for t in binary}["q8_0"] == 34 / 32
+    path = os.path.join(ctx.workdir, "kv.json")
+    for values, ok in ((registry.kv_type_names(), True), (["q4_0"], False)):
+        with open(path, "w") as f:
+            json.dump({"values": {"kv_type": values}}, f)
+        try:
+            assert sp.load_space(path)["values"]["kv_type"] == values and ok
+        except sp.SpaceError as e:
+            assert not ok and "q4_0" in str(e), e
+    expect_error([ctx.cpullm, "bench", "-m", tiny_model(ctx), "--kv-type", "q4_0", "-p", "0", "-n", "1"], "f32, f16, bf16, q8_0")
 
 
 def test_sweep_runs_every_format(ctx):

@@ -9,6 +9,8 @@ sequence at once with a causal mask. Written from the models' math, not from the
 - qwen2: the same block with biases added to q, k and v, and NEOX RoPE (pairs (x[i], x[i+hd/2])).
 Matrices in an integer format (ggml's block types, per-channel INT8) meet their input as
 cpullm's integer dot products do: quantized to Q8_0 blocks first (quantize_q8_0 below).
+The KV cache can hold its keys (after RoPE) and values in F16, BF16 or Q8_0 (`kv_type`): they are
+rounded as stored (cached_as below), and attention reads the rounded values.
 """
 import numpy as np
 
@@ -26,6 +28,26 @@ def quantize_q8_0(x):
     v = (blocks * inverse).astype(np.float64)
     q = np.sign(v) * np.floor(np.abs(v) + 0.5)
     return (d.astype(np.float16).astype(np.float64) * q).reshape(x.shape)
+
+
+def round_to_bf16(x):
+    """float32 values rounded to BF16's 8 bits of mantissa, to nearest, ties to even."""
+    bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
+    return rounded.view(np.float32).astype(np.float64)
+
+
+def cached_as(x, kv_type):
+    """x [T, n] (rows of the cache) as a KV cache of kv_type holds them, widened back to float64."""
+    if kv_type == "f32":
+        return x
+    if kv_type == "f16":
+        return x.astype(np.float32).astype(np.float16).astype(np.float64)
+    if kv_type == "bf16":
+        return round_to_bf16(x)
+    if kv_type == "q8_0":
+        return quantize_q8_0(x)
+    raise ValueError(f"KV cache type {kv_type!r}")
 
 
 class Linear:
@@ -68,6 +90,7 @@ class LlamaModel:
             raise ValueError("head_count must be a multiple of head_count_kv")
         self.neox = arch == "qwen2"                                  # NEOX RoPE: rotate halves
         self.window = int(key("attention.sliding_window", 0))       # 0: no window
+        self.kv_type = "f32"                                         # what the KV cache holds
         self.freqs = rope_frequencies(g, key, self.head_dim)        # [hd/2] radians per position
 
         t = g.tensor
@@ -154,16 +177,31 @@ def silu(x):
     return x / (1.0 + np.exp(-x))
 
 
+QUERY_CHUNK = 512  # queries whose scores exist at once: [H, 512, T], not [H, T, T], at thousands of positions
+
+
+def attend(m, q, k, v):
+    """Causal attention [T, H*hd] of q [T, H, hd] over keys and values [T, H, hd], within the window."""
+    T, H, hd = q.shape
+    out = np.empty((T, H, hd))
+    key_pos = np.arange(T)[None, :]
+    for first in range(0, T, QUERY_CHUNK):
+        query_pos = np.arange(first, min(T, first + QUERY_CHUNK))[:, None]
+        visible = key_pos <= query_pos                                # [chunk, T] causal
+        if m.window:
+            visible &= key_pos > query_pos - m.window                 # within the sliding window
+        s = np.einsum("thd,shd->hts", q[query_pos[:, 0]], k) / np.sqrt(hd) + np.where(visible, 0.0, -np.inf)
+        s = np.exp(s - s.max(axis=-1, keepdims=True))
+        p = s / s.sum(axis=-1, keepdims=True)                         # softmax over keys
+        out[query_pos[:, 0]] = np.einsum("hts,shd->thd", p, v)
+    return out.reshape(T, H * hd)
+
+
 def forward(m, token_ids):
     """Logits [T, vocab] (float64) at every position of token_ids for LlamaModel m."""
     ids = np.asarray(token_ids, dtype=np.int64)
     T, H, KV, hd = len(ids), m.n_heads, m.n_kv_heads, m.head_dim
     group = H // KV
-    query_pos, key_pos = np.arange(T)[:, None], np.arange(T)[None, :]
-    visible = key_pos <= query_pos                                    # [T, T] causal
-    if m.window:
-        visible &= key_pos > query_pos - m.window                     # within the sliding window
-    mask = np.where(visible, 0.0, -np.inf)
     x = m.tok_embd[ids]                                               # [T, dim]
     for L in m.layers:
         h = rms_norm(x, L["attn_norm"], m.eps)                        # [T, dim]
@@ -171,12 +209,11 @@ def forward(m, token_ids):
         k = (L["attn_k"](h) + L["attn_k_bias"]).reshape(T, KV, hd)    # [T, KV, hd]
         v = (L["attn_v"](h) + L["attn_v_bias"]).reshape(T, KV, hd)    # [T, KV, hd]
         q, k = rope(q, m.freqs, m.neox), rope(k, m.freqs, m.neox)
+        k = cached_as(k.reshape(T, KV * hd), m.kv_type).reshape(T, KV, hd)
+        v = cached_as(v.reshape(T, KV * hd), m.kv_type).reshape(T, KV, hd)
         k = np.repeat(k, group, axis=1)                               # [T, H, hd]: head h -> kv h//group
         v = np.repeat(v, group, axis=1)
-        s = np.einsum("thd,shd->hts", q, k) / np.sqrt(hd) + mask      # [H, T, T]
-        s = np.exp(s - s.max(axis=-1, keepdims=True))
-        p = s / s.sum(axis=-1, keepdims=True)                         # softmax over keys
-        o = np.einsum("hts,shd->thd", p, v).reshape(T, H * hd)        # [T, H*hd]
+        o = attend(m, q, k, v)                                        # [T, H*hd]
         x = x + L["attn_output"](o)                                   # [T, dim]
         h = rms_norm(x, L["ffn_norm"], m.eps)
         f = silu(L["ffn_gate"](h)) * L["ffn_up"](h)                   # [T, ffn]

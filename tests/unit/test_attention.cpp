@@ -93,6 +93,8 @@ std::vector<Case> cases() {
   out.push_back({200, 200, {64, 64}, 8, GgmlType::F32});
   out.push_back({300, 300, {16, 64}, 12, GgmlType::F16});  // 8 columns and a tail of 4
   out.push_back({200, 200, {8, 8}, 40, GgmlType::BF16});   // 32 columns and 8
+  out.push_back({300, 300, {16, 64}, 64, GgmlType::Q8_0});
+  out.push_back({700, 200, {7, 13}, 96, GgmlType::Q8_0});  // 3 blocks a head, panel columns across a block
   // More 1x1 key tiles than a thread keeps packed at every level (each padded to a panel): the
   // first stay packed, the rest are packed again by every unit into the spare slot.
   out.push_back({4200, 29, {1, 1}});
@@ -126,7 +128,7 @@ TEST(SingleQueries, BatchGivesEachQueryItsOwnOutput) {
     const AttentionShape shape{8, 2, 64, window};
     const int64_t dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
     const std::vector<int64_t> lengths = {1, 7, 64, 65, 150, 3, 1000};  // 1000: its groups split further
-    for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+    for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0}) {
       std::mt19937 rng(static_cast<unsigned>(kv_type) + 5);
       std::normal_distribution<float> normal(0.0f, 1.0f);
       std::vector<std::vector<float>> q(lengths.size(), std::vector<float>(dim));
@@ -161,14 +163,16 @@ TEST(SingleQueries, BatchGivesEachQueryItsOwnOutput) {
 
 // Decode attention reads each cache row's head where it lies: none of it may read past the
 // cache's last row, which here ends just before an inaccessible page (a read past it would crash
-// the test). Every cache type, head sizes with and without columns past the last 8, a last group
-// of fewer than 8 rows; the outputs equal those over the same cache in ordinary memory.
+// the test). Every cache type, head sizes with and without columns past the last 8 (Q8_0: of one
+// and two blocks), a last group of fewer than 8 rows; the outputs equal those over the same cache
+// in ordinary memory.
 TEST(SingleQueries, ReadNothingPastTheCache) {
   const long page = sysconf(_SC_PAGESIZE);
   std::mt19937 rng(21);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16})
-    for (int64_t head_dim : {12, 64}) {
+  for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0})
+    for (int64_t head_dim : {12, 32, 64}) {
+      if (kv_type == GgmlType::Q8_0 && head_dim % 32 != 0) continue;  // Q8_0 takes whole blocks a head
       const AttentionShape shape{4, 2, head_dim};
       const int64_t positions = 13, kv_dim = shape.n_kv_heads * head_dim;
       std::vector<float> q(shape.n_heads * head_dim), keys(positions * kv_dim), values(positions * kv_dim);
@@ -192,6 +196,17 @@ TEST(SingleQueries, ReadNothingPastTheCache) {
       EXPECT_EQ(guarded, ordinary) << ggml_type_name(kv_type) << ", head_dim " << head_dim;
       for (void* region : regions) munmap(region, (pages + 1) * page);
     }
+}
+
+// A Q8_0 cache holds each head in whole blocks of 32: heads of another size are refused with an
+// error, by decode and prefill alike, instead of reading blocks across heads.
+TEST(Q8_0Cache, RefusesHeadsOfPartBlocks) {
+  const AttentionShape shape{2, 1, 48};
+  std::vector<float> q(2 * 48), out(2 * 48);
+  std::vector<std::byte> cache(row_bytes(GgmlType::Q8_0, 64) * 4);  // room enough; never read
+  EXPECT_THROW(attention(out.data(), q.data(), cache.data(), cache.data(), GgmlType::Q8_0, 2, shape), Error);
+  EXPECT_THROW(attention_tiled(out.data(), q.data(), 0, 2, cache.data(), cache.data(), GgmlType::Q8_0, shape, {}, Isa::Scalar),
+               Error);
 }
 
 TEST(AttentionTiles, ParsesAndRefuses) {

@@ -62,6 +62,33 @@ TEST(EvalQuant, Stories260KOnTheBuiltInText) {
   EXPECT_LT(by_format(kept, "q4_0").mean_kl, by_format(plain, "q4_0").mean_kl);
 }
 
+// The KV cache's types against the F32 cache on the source file itself: each is scored, the
+// finer F16 closer than BF16 (8 bits of mantissa against 11), none far off, and each costs its
+// rounding (a KL of exactly 0 would mean the cache type was not applied).
+TEST(EvalQuant, KvCacheTypesScoredAgainstF32) {
+  test::TempDir dir;
+  SyntheticModelOptions model;
+  model.shape = {"custom", 2, 128, 160, 4, 2, 1000, 256};  // heads of 32: Q8_0's block
+  model.dtype = GgmlType::F32;
+  model.progress = false;
+  write_synthetic_model(dir.file("m.gguf"), model);
+  const auto results = evaluate_quantization(dir.file("m.gguf"), default_eval_text(),
+                                             {.formats = {}, .keep = {}, .window = 200, .work_dir = dir.file("quantized"), .kv_types = {"f16", "bf16", "q8_0"}});
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_EQ(results[0].kv_type, "f32");
+  for (std::size_t i = 1; i < results.size(); ++i) {
+    EXPECT_EQ(results[i].format, "source");
+    EXPECT_EQ(results[i].file_bytes, results[0].file_bytes);
+    EXPECT_GT(results[i].mean_kl, 0.0) << results[i].kv_type;
+    EXPECT_LT(results[i].mean_kl, 1e-3) << results[i].kv_type;
+    EXPECT_GT(results[i].top1_agreement, 0.9) << results[i].kv_type;
+  }
+  EXPECT_EQ(results[1].kv_type, "f16");
+  EXPECT_EQ(results[2].kv_type, "bf16");
+  EXPECT_EQ(results[3].kv_type, "q8_0");
+  EXPECT_LT(results[1].mean_kl, results[2].mean_kl);
+}
+
 TEST(EvalQuant, RefusesTooShortTextsAndWindows) {
   auto path = test::shared_model("stories260K.gguf");
   if (!path) GTEST_SKIP() << "../shared/models/stories260K.gguf not found";

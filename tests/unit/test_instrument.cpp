@@ -207,7 +207,7 @@ TEST_F(Regions, SoftwareCounterCountsTheTeamsOtherThreads) {
   });
   if (team_threads == 0) GTEST_SKIP() << "no thread team here (OMP_WAIT_POLICY=passive)";
   if (counters.threads() < team_threads) GTEST_SKIP() << "counters opened on fewer threads than the team has (OMP_DYNAMIC)";
-  const RegionTotals& totals = region_snapshot()[Region::ffn_up];
+  const RegionTotals totals = region_snapshot()[Region::ffn_up];
   const double cpu_seconds = totals.counters[0] * 1e-9;
   EXPECT_GE(cpu_seconds, 0.9 * kWork * (team_threads - 1)) << counters.describe();
   EXPECT_LT(cpu_seconds, omp_get_max_threads() * totals.seconds * 1.05 + 0.002);

@@ -592,7 +592,7 @@ TEST(Ops, SwigluIsSiluTimesUp) {
 
 // Decode attention against a double-precision loop over the cache's widened values: head sizes
 // on and off the kernel's 32-float columns, positions past its 64-row tiles and at depth (3000),
-// every cache type,
+// every cache type (Q8_0 with heads of whole 32-value blocks, the only ones it takes),
 // sliding windows shorter than the positions (the query sees only the last `window`); and the
 // same output, bit for bit, at 1, 2, 3 and 5 threads (a KV head's 4 query heads in one unit, or
 // split in runs of 2, with units left empty).
@@ -605,7 +605,9 @@ TEST(Attention, GroupedQueryMatchesNaiveDouble) {
   for (const Config config : {Config{4, 11, GgmlType::F32}, Config{48, 100, GgmlType::F16}, Config{128, 70, GgmlType::BF16},
                               Config{4, 11, GgmlType::F32, 5}, Config{48, 150, GgmlType::F16, 70},
                               Config{64, 40, GgmlType::F32, 40}, Config{12, 77, GgmlType::F16}, Config{20, 70, GgmlType::BF16},
-                              Config{64, 3000, GgmlType::F16}, Config{128, 2100, GgmlType::F32, 1500}}) {
+                              Config{64, 3000, GgmlType::F16}, Config{128, 2100, GgmlType::F32, 1500},
+                              Config{32, 70, GgmlType::Q8_0}, Config{64, 150, GgmlType::Q8_0, 70},
+                              Config{128, 3000, GgmlType::Q8_0}, Config{96, 77, GgmlType::Q8_0}}) {
     const AttentionShape shape{8, 2, config.head_dim, config.window};
     const int64_t positions = config.positions, kv_dim = shape.n_kv_heads * shape.head_dim;
     std::mt19937 rng(9);
