@@ -65,7 +65,8 @@ nlohmann::json formats_json() {
 nlohmann::json kv_types_json() {
   nlohmann::json out = nlohmann::json::array();
   for (const KvTypeInfo& t : kv_types())
-    out.push_back({{"name", t.name}, {"ggml_name", ggml_type_name(t.element)}, {"bytes_per_value", kv_value_bytes(t.type)}});
+    out.push_back({{"name", t.name}, {"ggml_name", ggml_type_name(t.element)}, {"bytes_per_value", kv_value_bytes(t.type)},
+                   {"default", t.type == kDefaultKvType}});
   return out;
 }
 

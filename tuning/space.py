@@ -16,7 +16,7 @@ A space file is JSON or TOML (by its extension):
     batch = [512]                 # prompt batch (bench -b)
     sequences = [1]               # concurrent sequences (bench -np)
     prefetch = [0, 1]             # double buffering of the next layer's weights
-    kv_type = ["f32"]
+    kv_type = ["f16", "q8_0"]      # the KV cache's type (`cpullm info --formats` lists them)
 
     [workload]
     prompt = 64                   # prompt tokens per measurement

@@ -10,21 +10,12 @@
 namespace cpullm {
 
 namespace {
-constexpr KvTypeInfo kKvTypes[] = {
-    {KvType::f32, "f32", GgmlType::F32},
-    {KvType::f16, "f16", GgmlType::F16},
-    {KvType::bf16, "bf16", GgmlType::BF16},
-    {KvType::q8_0, "q8_0", GgmlType::Q8_0},
-};
-
 const KvTypeInfo& info(KvType type) {
   for (const KvTypeInfo& t : kKvTypes)
     if (t.type == type) return t;
   fail("KV cache type {} is not in the table", static_cast<int>(type));
 }
 }  // namespace
-
-std::span<const KvTypeInfo> kv_types() { return kKvTypes; }
 
 std::vector<std::string> kv_type_names() {
   std::vector<std::string> names;
@@ -38,7 +29,6 @@ KvType parse_kv_type(const std::string& text) {
   fail("KV cache type '{}' is not one of {}", text, fmt::join(kv_type_names(), ", "));
 }
 
-std::string_view kv_type_name(KvType type) { return info(type).name; }
 GgmlType kv_element_type(KvType type) { return info(type).element; }
 
 namespace {

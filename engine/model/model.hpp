@@ -30,7 +30,7 @@ namespace cpullm {
 struct ModelOptions {
   int64_t context = 0;         // positions per sequence; 0: min(trained context, 4096)
   int32_t sequences = 1;       // sequences in flight at once, each with its own KV cache rows
-  KvType kv_type = KvType::f32;
+  KvType kv_type = kDefaultKvType;
   bool mlock = false;          // lock the weights in memory (--mlock)
   bool prefetch = false;       // double buffering: map layer l + 1 while layer l computes, then the embedding table (--prefetch)
   std::shared_ptr<const WeightPlacement> placement{};        // --placement: the NUMA copies threads read; null: the mapping

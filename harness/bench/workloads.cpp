@@ -59,7 +59,7 @@ std::vector<Workload> read_workloads(const std::string& path) {
       w.n_gen = item.value("n_gen", int64_t{0});
       w.n_batch = item.value("n_batch", int64_t{512});
       w.repetitions = item.value("repetitions", 1);
-      w.kv_type = item.value("kv_type", std::string("f32"));
+      w.kv_type = item.value("kv_type", std::string(kv_type_name(kDefaultKvType)));
     } catch (const nlohmann::json::exception& e) {
       fail_file(path, "workload '{}': {}", w.name, e.what());
     }

@@ -16,6 +16,7 @@ text: perplexity within 0.14%, KL within 0.4%, top-1 agreement equal; the test a
 3 positions in 100. Numpy without the activation quantization puts Q8_0's KL at half the
 engine's, so the 5% does tell the two apart.
 Skipped without the model.
+The engine runs with an F32 KV cache (`--kv-type f32`), the numpy model's.
 """
 import json
 import os
@@ -75,7 +76,7 @@ def scores(ctx):
         f.write(text)
     run = lambda cmd: subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     engine = json.loads(run([ctx.cpullm, "eval-quant", "-m", source, "--formats", ",".join(FORMATS), "--text", text_path,
-                             "--window", str(WINDOW), "--files", ctx.workdir, "--json"]))
+                             "--window", str(WINDOW), "--files", ctx.workdir, "--kv-type", "f32", "--json"]))
     logits_out = run([ctx.cpullm, "logits", "-m", source, "-p", text, "-o", os.path.join(ctx.workdir, "text.npy")])
     ids = next([int(t) for t in line[len("tokens:"):].split()] for line in logits_out.splitlines() if line.startswith("tokens:"))
     paths = {"source": source, **{name: os.path.join(ctx.workdir, f"{name}.gguf") for name in FORMATS}}

@@ -41,7 +41,7 @@ def regions(phase):
 
 def expected_costs(prompt, generated):
     """{phase: {region: (calls, flops, bytes)}} from the shape alone. F16 weights (2 bytes per
-    value), FP32 activations and KV cache, greedy sampling."""
+    value), FP32 activations, the default KV cache (F16: 2 bytes a value), greedy sampling."""
     s = SHAPE
     L, d, f, v = s["layers"], s["dim"], s["ffn"], s["vocab"]
     head = d // s["heads"]
@@ -52,7 +52,7 @@ def expected_costs(prompt, generated):
 
     def attention(first, queries):  # one call per layer
         pairs = s["heads"] * (queries * first + queries * (queries + 1) / 2)
-        return pairs * (4 * head + 5), (first + queries) * 2 * kv * 4 + 2 * queries * d * 4
+        return pairs * (4 * head + 5), (first + queries) * 2 * kv * 2 + 2 * queries * d * 4
 
     def per_token_ops(tokens, calls, positions):
         att = [attention(first, n) for first, n in positions]

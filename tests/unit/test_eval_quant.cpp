@@ -72,8 +72,10 @@ TEST(EvalQuant, KvCacheTypesScoredAgainstF32) {
   model.dtype = GgmlType::F32;
   model.progress = false;
   write_synthetic_model(dir.file("m.gguf"), model);
+  RunConfig f32_cache;
+  f32_cache.kv_type = "f32";
   const auto results = evaluate_quantization(dir.file("m.gguf"), default_eval_text(),
-                                             {.formats = {}, .keep = {}, .window = 200, .work_dir = dir.file("quantized"), .kv_types = {"f16", "bf16", "q8_0"}});
+                                             {.formats = {}, .keep = {}, .window = 200, .work_dir = dir.file("quantized"), .run = f32_cache, .kv_types = {"f16", "bf16", "q8_0"}});
   ASSERT_EQ(results.size(), 4u);
   EXPECT_EQ(results[0].kv_type, "f32");
   for (std::size_t i = 1; i < results.size(); ++i) {
