@@ -34,6 +34,7 @@ struct InfoOptions {
   std::string dtype;       // --costs: the tensors as `quantize --type DTYPE` writes them (a shape: f16 if none)
   std::vector<std::string> keep;  // --costs --dtype: quantize's --keep
   int64_t position = 0;    // --costs: positions cached before the token
+  std::string kv_type{kv_type_name(kDefaultKvType)};  // --costs: what the cache holds
   int64_t sequences = 1;   // --costs: the decode step's sequences, for its parallel loops
 };
 
@@ -133,7 +134,9 @@ void run_costs(const InfoOptions& o) {
     bytes.push_back(plan->second.type == info.type ? info.bytes
                                                    : static_cast<uint64_t>(t.rows * row_bytes(plan->second.type, t.cols)));
   }
-  const std::vector<OpCost> costs = decode_token_costs(tensors, types, {attention, o.position});
+  const KvType kv = parse_kv_type(o.kv_type);
+  const std::vector<OpCost> costs =
+      decode_token_costs(tensors, types, {.attention = attention, .position = o.position, .kv_value_bytes = kv_value_bytes(kv)});
   nlohmann::json out;
   out["source"] = o.path.empty() ? fmt::format("{} shape at {}", o.shape, dtype)
                                  : dtype.empty() ? o.path : fmt::format("{} at {}", o.path, dtype);
@@ -153,7 +156,7 @@ void run_costs(const InfoOptions& o) {
     flops += c.cost.flops, moved += c.cost.bytes;
   }
   out["decode_token"]["position"] = o.position;
-  out["decode_token"]["kv_type"] = "f32";
+  out["decode_token"]["kv_type"] = o.kv_type;
   out["decode_token"]["flops"] = flops;
   out["decode_token"]["bytes"] = moved;
   // This machine's L1d decides where 3-8 tokens stop streaming rows; a step of 1 always streams,
@@ -267,6 +270,10 @@ void register_info(CLI::App& app) {
       ->delimiter(',')->needs(dtype);
   command->add_option("--position", options->position, "--costs: positions cached before the token (default 0)")
       ->check(CLI::NonNegativeNumber);
+  command->add_option("--kv-type", options->kv_type,
+                      fmt::format("--costs: the KV cache's type ({}; default {})", fmt::join(kv_type_names(), ", "),
+                                  kv_type_name(kDefaultKvType)))
+      ->check(CLI::IsMember(kv_type_names()))->needs(costs);
   command->add_option("--sequences", options->sequences,
                       "--costs: sequences of the decode step whose parallel loops (fork/joins) --json counts (default 1)")
       ->check(CLI::PositiveNumber);

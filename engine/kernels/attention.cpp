@@ -146,92 +146,129 @@ void score_rows(float* scores, const float* q, const std::byte* rows, int64_t st
   }
 }
 
-// One unit of attention_single_queries: query heads first .. first + heads - 1 of one query, all
-// reading the KV head whose slice of each cache row starts at keys and values (rows row_size
-// bytes apart). Per tile of kRows positions every head scores the same key rows (from L1 after
-// the first), then per head a softmax over all positions and the weighted sum of the value rows.
-// scores (heads, n_positions), sums (heads, head_dim): the thread's buffers.
+// Decode attention splits each query's cache along the positions (split-K): a unit of work is one
+// KV head over one segment of kSegment positions, for every query head that reads the KV head.
+// Each unit streams only its own rows, so a long cache spreads over the threads however few KV
+// heads there are (a Llama 3 model has 8, a server 40 threads), and no row is read from memory
+// by two threads (splitting a group's query heads between threads instead made each of them read
+// the whole cache of its KV head). Segments are fixed positions, not a share of the threads, so
+// every output's arithmetic, and the output bit for bit, is the same at any thread count.
+constexpr int64_t kSegment = 512;  // positions per unit: 8 tiles of 64
+constexpr int64_t kTileRows = 64;  // positions whose keys every head of a unit scores while in L1
+
+// A unit's result per query head, result_floats(head_dim) floats: the e^(score - m) of the
+// segment's positions times their value rows (head_dim values), then the segment's largest score
+// m, then the sum of the e^(score - m): a softmax over the segment not yet divided by its sum,
+// which merge_segments weighs against the other segments'.
+constexpr int64_t result_floats(int64_t head_dim) { return head_dim + 2; }
+
+// One unit: query heads 0 .. heads - 1 from q (head_dim apart), all reading the KV head whose
+// slice of each cache row starts at keys and values (rows row_size bytes apart), over n
+// positions. Per tile every head scores the same key rows (from L1 after the first), then per
+// head its exponentials, then the weighted sum of the value rows, tile by tile. scores (heads,
+// n): the thread's buffer; results (heads, result_floats(hd)).
 template <GgmlType V>
-void attend_heads(const AttentionQuery& query, int64_t first, int64_t heads, const std::byte* keys,
-                  const std::byte* values, int64_t row_size, int64_t n_positions, int64_t hd, float* scores, float* sums) {
-  constexpr int64_t kRows = 64;
+void attend_segment(const float* q, int64_t heads, const std::byte* keys, const std::byte* values, int64_t row_size,
+                    int64_t n, int64_t hd, float* scores, float* results) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  for (int64_t t0 = 0; t0 < n_positions; t0 += kRows) {
-    const int64_t n = std::min(kRows, n_positions - t0);
+  const int64_t stride = result_floats(hd);
+  for (int64_t t0 = 0; t0 < n; t0 += kTileRows) {
+    const int64_t rows = std::min(kTileRows, n - t0);
     for (int64_t i = 0; i < heads; ++i)
-      score_rows<V>(&scores[i * n_positions + t0], query.q + (first + i) * hd, keys + t0 * row_size, row_size, n, hd, scale);
+      score_rows<V>(&scores[i * n + t0], q + i * hd, keys + t0 * row_size, row_size, rows, hd, scale);
   }
-  for (int64_t i = 0; i < heads; ++i) softmax(&scores[i * n_positions], n_positions);
-  std::fill_n(sums, heads * hd, 0.0f);
-  for (int64_t t0 = 0; t0 < n_positions; t0 += kRows) {
-    const int64_t n = std::min(kRows, n_positions - t0);
+  for (int64_t i = 0; i < heads; ++i) {
+    float* s = &scores[i * n];
+    float* result = &results[i * stride];
+    const float max = max_value(s, n);
+    for (int64_t j = 0; j < n; ++j) s[j] -= max;
+    result[hd] = max;
+    result[hd + 1] = exp_in_place(s, n);
+    std::fill_n(result, hd, 0.0f);
+  }
+  for (int64_t t0 = 0; t0 < n; t0 += kTileRows) {
+    const int64_t rows = std::min(kTileRows, n - t0);
     for (int64_t i = 0; i < heads; ++i)
-      accumulate_rows<V>(&sums[i * hd], &scores[i * n_positions + t0], values + t0 * row_size, row_size, n, hd);
+      accumulate_rows<V>(&results[i * stride], &scores[i * n + t0], values + t0 * row_size, row_size, rows, hd);
   }
-  for (int64_t i = 0; i < heads; ++i) std::copy_n(&sums[i * hd], hd, query.out + (first + i) * hd);
 }
 
-using AttendHeads = void (*)(const AttentionQuery&, int64_t, int64_t, const std::byte*, const std::byte*, int64_t, int64_t,
-                             int64_t, float*, float*);
-AttendHeads attend_heads_for(GgmlType kv_type) {
+// out (head_dim) = the softmax-weighted values over all of a head's segments, from their results
+// (`segments` of them, `stride` floats apart): each segment's sums and total rescaled from its own
+// maximum to the largest, in segment order.
+void merge_segments(float* out, const float* results, int64_t segments, int64_t stride, int64_t hd) {
+  float max = -INFINITY;
+  for (int64_t s = 0; s < segments; ++s) max = std::max(max, results[s * stride + hd]);
+  float total = 0.0f;
+  std::fill_n(out, hd, 0.0f);
+  for (int64_t s = 0; s < segments; ++s) {
+    const float* r = &results[s * stride];
+    const float weight = std::exp(r[hd] - max);
+    total += weight * r[hd + 1];
+    for (int64_t d = 0; d < hd; ++d) out[d] += weight * r[d];
+  }
+  const float inverse = 1.0f / total;
+  for (int64_t d = 0; d < hd; ++d) out[d] *= inverse;
+}
+
+using AttendSegment = void (*)(const float*, int64_t, const std::byte*, const std::byte*, int64_t, int64_t, int64_t, float*,
+                               float*);
+AttendSegment attend_segment_for(GgmlType kv_type) {
   switch (kv_type) {
-    case GgmlType::F16: return attend_heads<GgmlType::F16>;
-    case GgmlType::BF16: return attend_heads<GgmlType::BF16>;
-    case GgmlType::Q8_0: return attend_heads<GgmlType::Q8_0>;
-    default: return attend_heads<GgmlType::F32>;
+    case GgmlType::F16: return attend_segment<GgmlType::F16>;
+    case GgmlType::BF16: return attend_segment<GgmlType::BF16>;
+    case GgmlType::Q8_0: return attend_segment<GgmlType::Q8_0>;
+    default: return attend_segment<GgmlType::F32>;
   }
 }
 
-// How attention_single_queries splits one query into units: its KV heads, each split into runs of
-// the query heads that read it.
+// Where a query's units and results lie in attention_single_queries' plan.
 struct QueryUnits {
-  int64_t splits;          // runs of query heads per KV head
-  int64_t heads_per_unit;  // query heads a run holds (the last run of a group may hold fewer)
-  int64_t first_cost;      // the work of the batch's units before this query's, in head-positions
+  int64_t segments;       // of its seen positions, kSegment each (the last may hold fewer)
+  int64_t first_cost;     // the work of the batch's units before this query's, in head-positions
+  int64_t first_result;   // its results' first float in the batch's results buffer
 };
 
-// Single queries (decode), each over its own sequence's cache, in one parallel loop. A unit of
-// work is a query's KV head and a run of the query heads that read it: each tile of the KV head's
-// cache rows is read from memory once for all of them (from L1 for all but the first), then per
-// head a softmax and the weighted sum of the values. Several sequences' queries share one loop: a
-// decode step of 32 sequences ran 32 loops a layer, each a job of a few microseconds' work at
-// short contexts. Work grows with a query's context, so a query's groups are split as far as its
-// share of the batch's positions needs threads (a long context among short ones gets as many as
-// it would alone), and each thread takes the units whose middle lies in its share of the total
-// work. Each head's arithmetic is the same in any unit, so the output depends on neither the
-// thread count nor the batch.
+// Single queries (decode), each over its own sequence's cache, in one parallel loop of units
+// (a query's KV head and segment) and, where a query has more than one segment, a second one that
+// merges each head's segments. Several sequences' queries share the loops: a decode step of 32
+// sequences ran 32 loops a layer, each a job of a few microseconds' work at short contexts. A
+// unit's work is its segment's positions times its query heads; each thread takes the units whose
+// middle lies in its share of the total work.
 void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv_type, const AttentionShape& shape) {
   const int64_t kv_dim = shape.n_kv_heads * shape.head_dim, hd = shape.head_dim, kv_heads = shape.n_kv_heads;
-  const int64_t group = shape.n_heads / kv_heads;
+  const int64_t group = shape.n_heads / kv_heads, stride = result_floats(hd);
   const int64_t row_size = row_bytes(kv_type, kv_dim), head_size = row_bytes(kv_type, hd);
-  const AttendHeads attend = attend_heads_for(kv_type);
-  const int64_t queries = static_cast<int64_t>(batch.size()), threads = parallel_threads();
+  const AttendSegment attend = attend_segment_for(kv_type);
+  const int64_t queries = static_cast<int64_t>(batch.size());
   // How many of its positions, the last ones, a query sees: all, or those of the window.
   const auto seen = [window = shape.window](const AttentionQuery& query) {
     return window > 0 ? std::min(query.n_positions, window) : query.n_positions;
   };
-  int64_t all_positions = 0, most_positions = 0;
-  for (const AttentionQuery& query : batch)
-    all_positions += seen(query), most_positions = std::max(most_positions, seen(query));
-  // The last entry holds the batch's total work. Kept from call to call on the calling thread
-  // (decode calls this once per layer and step).
+  // The last entry holds the batch's totals. Kept from call to call on the calling thread
+  // (decode calls this once per layer and step), as are the results of queries of several segments.
   thread_local std::vector<QueryUnits> plan;
+  thread_local std::vector<float> results;
   plan.assign(static_cast<std::size_t>(queries) + 1, QueryUnits{});
+  bool merge = false;
   for (int64_t q = 0; q < queries; ++q) {
-    const int64_t positions = seen(batch[q]);
-    const int64_t wanted = (threads * positions + all_positions * kv_heads - 1) / (all_positions * kv_heads);
-    const int64_t splits = std::clamp<int64_t>(wanted, 1, group), heads_per_unit = (group + splits - 1) / splits;
-    plan[q] = {splits, heads_per_unit, plan[q].first_cost};
-    plan[q + 1].first_cost = plan[q].first_cost + kv_heads * splits * heads_per_unit * positions;
+    const int64_t positions = seen(batch[q]), segments = (positions + kSegment - 1) / kSegment;
+    merge |= segments > 1;
+    plan[q].segments = segments;
+    plan[q + 1].first_cost = plan[q].first_cost + kv_heads * group * positions;
+    plan[q + 1].first_result = plan[q].first_result + (segments > 1 ? kv_heads * segments * group * stride : 0);
   }
+  if (results.size() < static_cast<std::size_t>(plan[queries].first_result))
+    results.resize(static_cast<std::size_t>(plan[queries].first_result));
   const AttentionQuery* first_query = batch.data();
   const QueryUnits* units_of = plan.data();
+  float* all_results = results.data();
   on_every_thread([=](int thread, int team) {
-    // Per-thread buffers kept from call to call (decode calls this once per layer and step).
-    thread_local std::vector<float> sums, scores;  // (group, head_dim), (group, positions)
-    if (sums.size() < static_cast<std::size_t>(group * hd)) sums.resize(static_cast<std::size_t>(group * hd));
-    if (scores.size() < static_cast<std::size_t>(group * most_positions))
-      scores.resize(static_cast<std::size_t>(group * most_positions));
+    // Per-thread buffers kept from call to call: scores (group, kSegment) and the results of a
+    // unit that is its query's only segment (group, stride).
+    thread_local std::vector<float> scores, own;
+    if (scores.size() < static_cast<std::size_t>(group * kSegment)) scores.resize(static_cast<std::size_t>(group * kSegment));
+    if (own.size() < static_cast<std::size_t>(group * stride)) own.resize(static_cast<std::size_t>(group * stride));
     const int64_t total = units_of[queries].first_cost;
     const int64_t share_begin = total * thread / team, share_end = total * (thread + 1) / team;
     for (int64_t q = 0; q < queries; ++q) {
@@ -239,19 +276,38 @@ void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv
       if (units_of[q + 1].first_cost <= share_begin) continue;
       if (units.first_cost >= share_end) break;
       const AttentionQuery& query = first_query[q];
-      const int64_t n_positions = seen(query), unit_cost = units.heads_per_unit * n_positions;
+      const int64_t n_positions = seen(query);
       const int64_t first_row = (query.n_positions - n_positions) * row_size;  // bytes to the first position seen
-      const auto* keys = static_cast<const std::byte*>(query.keys) + first_row;
-      const auto* values = static_cast<const std::byte*>(query.values) + first_row;
-      for (int64_t local = 0; local < kv_heads * units.splits; ++local) {
-        const int64_t middle = units.first_cost + local * unit_cost + unit_cost / 2;  // this thread's when in its share
-        if (middle < share_begin || middle >= share_end) continue;
-        const int64_t kv_head = local / units.splits, first = kv_head * group + local % units.splits * units.heads_per_unit;
-        const int64_t heads = std::min(units.heads_per_unit, (kv_head + 1) * group - first);
-        if (heads <= 0) continue;  // the group split into fewer runs than units
-        const int64_t kv_offset = kv_head * head_size;
-        attend(query, first, heads, keys + kv_offset, values + kv_offset, row_size, n_positions, hd, scores.data(), sums.data());
-      }
+      int64_t cost = units.first_cost;  // of the unit below
+      for (int64_t kv_head = 0; kv_head < kv_heads; ++kv_head)
+        for (int64_t segment = 0; segment < units.segments; ++segment) {
+          const int64_t begin = segment * kSegment, n = std::min(kSegment, n_positions - begin);
+          const int64_t middle = cost + group * n / 2;  // this thread's when in its share
+          cost += group * n;
+          if (middle < share_begin || middle >= share_end) continue;
+          const int64_t at = first_row + begin * row_size + kv_head * head_size;
+          float* unit_results = units.segments == 1
+                                    ? own.data()
+                                    : all_results + units.first_result + (kv_head * units.segments + segment) * group * stride;
+          attend(query.q + kv_head * group * hd, group, static_cast<const std::byte*>(query.keys) + at,
+                 static_cast<const std::byte*>(query.values) + at, row_size, n, hd, scores.data(), unit_results);
+          if (units.segments == 1)
+            for (int64_t i = 0; i < group; ++i) merge_segments(query.out + (kv_head * group + i) * hd, &own[i * stride], 1, stride, hd);
+        }
+    }
+  });
+  if (!merge) return;
+  // Each head of a query of several segments: its segments' results lie group * stride floats
+  // apart (results are (KV head, segment, head of the group, stride)).
+  for_each_share(queries * shape.n_heads, [=](int64_t begin, int64_t end) {
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t q = unit / shape.n_heads, h = unit % shape.n_heads;
+      const QueryUnits& units = units_of[q];
+      if (units.segments == 1) continue;
+      const int64_t kv_head = h / group, i = h % group;
+      merge_segments(first_query[q].out + h * hd,
+                     all_results + units.first_result + kv_head * units.segments * group * stride + i * stride,
+                     units.segments, group * stride, hd);
     }
   });
 }

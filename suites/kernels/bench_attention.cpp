@@ -86,7 +86,8 @@ BENCHMARK(BM_Attention)->Name("attention")->Apply(Cases)->UseRealTime()->Unit(be
 // One decode step's attention, one query at the end of `positions` cached ones, as each layer of
 // a decode step runs it; bytes/s counts the cache bytes it reads, the figure to hold against the
 // read roof at depth. Arguments: positions, KV heads (32 heads of 128: 32 is LLaMA-7B; 32 heads
-// of 64 with 4 KV heads is TinyLlama's grouped-query layout), the cache's type.
+// of 64 with 4 KV heads is TinyLlama's grouped-query layout, with 1 multi-query attention, where
+// every thread must share one KV head's cache), the cache's type.
 void BM_AttentionDecode(benchmark::State& state) {
   const int64_t positions = state.range(0), kv_heads = state.range(1);
   const auto kv_type = static_cast<cpullm::GgmlType>(state.range(2));
@@ -116,7 +117,7 @@ void BM_AttentionDecode(benchmark::State& state) {
 
 void DecodeCases(benchmark::internal::Benchmark* b) {
   for (int64_t positions : {64, 512, 2048, 8192})
-    for (int64_t kv_heads : {4, 32})
+    for (int64_t kv_heads : {1, 4, 32})
       for (auto kv_type : {cpullm::GgmlType::F32, cpullm::GgmlType::F16, cpullm::GgmlType::BF16, cpullm::GgmlType::Q8_0})
         b->Args({positions, kv_heads, static_cast<int64_t>(kv_type)});
 }

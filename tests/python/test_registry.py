@@ -72,6 +72,12 @@ def test_costs_agree_with_the_file_and_the_formulas(ctx):
     # attention at position 10: 11 keys per head, 4 x head_dim + 5 FLOPs each, per layer
     assert ops["attention"]["flops"] == 2 * 4 * 11 * (4 * 16 + 5), ops["attention"]
     assert costs["decode_token"]["flops"] == sum(o["flops"] for o in ops.values())
+    # and reads the 11 cached keys and values of kv_dim 32 per layer in the cache's type, with the
+    # query and output in FP32 (2 x 64 floats)
+    for kv_type, per_value in (("f32", 4), ("f16", 2), ("q8_0", 34 / 32)):
+        attention = info(ctx, source, "--costs", "--position", "10", "--kv-type", kv_type)["decode_token"]["ops"]["attention"]
+        assert attention["bytes"] == 2 * (11 * 2 * 32 * per_value + 2 * 64 * 4), (kv_type, attention)
+    assert costs["decode_token"]["kv_type"] == "f16"  # the default
     matrices = sum(t["bytes"] for t in costs["tensors"] if t["rows"] > 1 and t["name"] != "token_embd.weight")
     projected = sum(ops[k]["bytes"] for k in ("q_proj", "k_proj", "v_proj", "o_proj", "ffn_gate", "ffn_up", "ffn_down", "lm_head"))
     assert projected > matrices and projected - matrices < 64 * 1024, (projected, matrices)  # the weights plus FP32 activations
