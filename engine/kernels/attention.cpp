@@ -163,7 +163,7 @@ constexpr int64_t kTileRows = 64;  // positions whose keys every head of a unit 
 constexpr int64_t result_floats(int64_t head_dim) { return head_dim + 2; }
 
 // One unit: query heads 0 .. heads - 1 from q (head_dim apart), all reading the KV head whose
-// slice of each cache row starts at keys and values (rows row_size bytes apart), over n
+// row of each position starts at keys and values (rows row_size bytes apart), over n
 // positions. Per tile every head scores the same key rows (from L1 after the first), then per
 // head its exponentials, then the weighted sum of the value rows, tile by tile. scores (heads,
 // n): the thread's buffer; results (heads, result_floats(hd)).
@@ -239,6 +239,9 @@ void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv
   const int64_t kv_dim = shape.n_kv_heads * shape.head_dim, hd = shape.head_dim, kv_heads = shape.n_kv_heads;
   const int64_t group = shape.n_heads / kv_heads, stride = result_floats(hd);
   const int64_t row_size = row_bytes(kv_type, kv_dim), head_size = row_bytes(kv_type, hd);
+  const auto stride_of = [=](const AttentionQuery& query) {  // zeros: whole-position rows
+    return KvStrides{query.strides.position ? query.strides.position : row_size, query.strides.head ? query.strides.head : head_size};
+  };
   const AttendSegment attend = attend_segment_for(kv_type);
   const int64_t queries = static_cast<int64_t>(batch.size());
   // How many of its positions, the last ones, a query sees: all, or those of the window.
@@ -277,7 +280,8 @@ void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv
       if (units.first_cost >= share_end) break;
       const AttentionQuery& query = first_query[q];
       const int64_t n_positions = seen(query);
-      const int64_t first_row = (query.n_positions - n_positions) * row_size;  // bytes to the first position seen
+      const KvStrides strides = stride_of(query);
+      const int64_t first_row = (query.n_positions - n_positions) * strides.position;  // bytes to the first position seen
       int64_t cost = units.first_cost;  // of the unit below
       for (int64_t kv_head = 0; kv_head < kv_heads; ++kv_head)
         for (int64_t segment = 0; segment < units.segments; ++segment) {
@@ -285,12 +289,12 @@ void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv
           const int64_t middle = cost + group * n / 2;  // this thread's when in its share
           cost += group * n;
           if (middle < share_begin || middle >= share_end) continue;
-          const int64_t at = first_row + begin * row_size + kv_head * head_size;
+          const int64_t at = first_row + begin * strides.position + kv_head * strides.head;
           float* unit_results = units.segments == 1
                                     ? own.data()
                                     : all_results + units.first_result + (kv_head * units.segments + segment) * group * stride;
           attend(query.q + kv_head * group * hd, group, static_cast<const std::byte*>(query.keys) + at,
-                 static_cast<const std::byte*>(query.values) + at, row_size, n, hd, scores.data(), unit_results);
+                 static_cast<const std::byte*>(query.values) + at, strides.position, n, hd, scores.data(), unit_results);
           if (units.segments == 1)
             for (int64_t i = 0; i < group; ++i) merge_segments(query.out + (kv_head * group + i) * hd, &own[i * stride], 1, stride, hd);
         }
@@ -337,10 +341,11 @@ constexpr int64_t kKeptPanelBytes = int64_t{8} << 20;
 
 void attention_tiles(float* out, const float* q, int64_t first_position, int64_t n_queries, const void* keys,
                      const void* values, GgmlType kv_type, const AttentionShape& shape, const AttentionTiles& tiles,
-                     Isa isa) {
+                     Isa isa, KvStrides strides) {
   const int64_t dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
   const int64_t group = shape.n_heads / shape.n_kv_heads, hd = shape.head_dim;
-  const int64_t row_size = row_bytes(kv_type, kv_dim);
+  if (!strides.position) strides.position = row_bytes(kv_type, kv_dim);  // zeros: whole-position rows
+  if (!strides.head) strides.head = row_bytes(kv_type, hd);
   const auto* key_rows = static_cast<const std::byte*>(keys);
   const auto* value_rows = static_cast<const std::byte*>(values);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -373,7 +378,7 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
       const int64_t kv_head = h / group;
       if (kv_head != packed_kv_head) {  // another KV head's keys: none of the thread's tiles holds them
         packed_kv_head = kv_head;
-        head_offset = row_bytes(kv_type, kv_head * hd);
+        head_offset = kv_head * strides.head;
         std::fill(packed.begin(), packed.end(), -1);
       }
       std::fill(running_max.begin(), running_max.end(), -INFINITY);
@@ -391,7 +396,7 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
           // a panel's columns could not be decoded from the middle of one), then packed.
           const int64_t tile_rows = std::min(k0 + tiles.keys, first_position + n_queries) - k0;
           for (int64_t j = 0; j < tile_rows; ++j) {
-            const int64_t at = (k0 + j) * row_size + head_offset;
+            const int64_t at = (k0 + j) * strides.position + head_offset;
             decode_row(kv_type, key_rows + at, &staged_keys[j * hd], hd);
             decode_row(kv_type, value_rows + at, &staged_values[j * hd], hd);
           }
@@ -474,9 +479,9 @@ void attention(float* out, const float* q, const float* keys, const float* value
 
 void attention_tiled(float* out, const float* q, int64_t first_position, int64_t n_queries, const void* keys,
                      const void* values, GgmlType kv_type, const AttentionShape& shape, const AttentionTiles& tiles,
-                     Isa isa) {
+                     Isa isa, KvStrides strides) {
   require_kv_type(kv_type, shape);
-  attention_tiles(out, q, first_position, n_queries, keys, values, kv_type, shape, tiles, isa);
+  attention_tiles(out, q, first_position, n_queries, keys, values, kv_type, shape, tiles, isa, strides);
 }
 
 void attention_tiled(float* out, const float* q, int64_t first_position, int64_t n_queries, const float* keys,

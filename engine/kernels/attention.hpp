@@ -27,14 +27,24 @@ void attention(float* out, const float* q, const float* keys, const float* value
 void attention(float* out, const float* q, const void* keys, const void* values, GgmlType kv_type,
                int64_t n_positions, const AttentionShape& shape);
 
+// Where a cache's head rows lie: kv head h's row of position p at h * head + p * position bytes.
+// Zeros: rows of whole positions, (positions, n_kv_heads * head_dim), as the functions above take
+// them. The KV cache keeps each head's positions together (position = one head's row), so that
+// a unit of decode streams consecutive bytes (kv_cache.hpp).
+struct KvStrides {
+  int64_t position = 0;  // bytes from a position's head row to the next position's
+  int64_t head = 0;      // bytes from a head's row to the next head's, at one position
+};
+
 // One query of a batch of single queries, each over its own sequence's cache (a decode step of
 // several sequences): the arguments of the one-query attention above.
 struct AttentionQuery {
   float* out;           // (n_heads, head_dim)
   const float* q;       // (n_heads, head_dim)
-  const void* keys;     // (n_positions, n_kv_heads * head_dim) of kv_type
+  const void* keys;     // n_positions rows of each KV head, of kv_type, laid out as `strides` says
   const void* values;   // likewise
   int64_t n_positions;  // positions 0 .. n_positions - 1 attended (the last shape.window of them, with a window)
+  KvStrides strides = {};
 };
 // Every query's attention in one parallel loop; each output is the one-query call's, bit for bit.
 void attention(std::span<const AttentionQuery> queries, GgmlType kv_type, const AttentionShape& shape);
@@ -58,7 +68,7 @@ void attention_tiled(float* out, const float* q, int64_t first_position, int64_t
                      const float* values, const AttentionShape& shape, const AttentionTiles& tiles, Isa isa);
 void attention_tiled(float* out, const float* q, int64_t first_position, int64_t n_queries, const void* keys,
                      const void* values, GgmlType kv_type, const AttentionShape& shape, const AttentionTiles& tiles,
-                     Isa isa);
+                     Isa isa, KvStrides strides = {});
 
 // Whether the kernels can attend over a cache of this type (F32, F16, BF16, Q8_0).
 bool kv_type_supported(GgmlType type);

@@ -48,6 +48,7 @@ std::string kv_type_refusal(KvType type, int64_t head_dim) {
 }
 
 int64_t KvCacheShape::row_bytes() const { return cpullm::row_bytes(kv_element_type(type), kv_dim); }
+int64_t KvCacheShape::head_bytes() const { return cpullm::row_bytes(kv_element_type(type), kv_dim / kv_heads); }
 
 uint64_t KvCacheShape::bytes() const { return 2ull * sequences * layers * context * row_bytes(); }
 
@@ -67,23 +68,28 @@ void KvCache::populate_rows(int64_t sequence, int64_t layer, int64_t end) {
   const int64_t row = shape_.row_bytes();
   const int64_t upto = std::min(shape_.context, std::max(end, ready + (kStepBytes + row - 1) / row));
   for (const AnonymousMemory* memory : {&keys_, &values_})
-    memory->populate(offset(sequence, layer, ready), offset(sequence, layer, upto));
+    for (int64_t head = 0; head < shape_.kv_heads; ++head)
+      memory->populate(offset(sequence, layer, head, ready), offset(sequence, layer, head, upto));
   ready = upto;
 }
 
-std::size_t KvCache::offset(int64_t sequence, int64_t layer, int64_t position) const {
+std::size_t KvCache::offset(int64_t sequence, int64_t layer, int64_t head, int64_t position) const {
   const KvCacheShape& s = shape_;
-  return static_cast<std::size_t>(((sequence * s.layers + layer) * s.context + position) * s.row_bytes());
+  return static_cast<std::size_t>((((sequence * s.layers + layer) * s.kv_heads + head) * s.context + position) * s.head_bytes());
 }
 
 void KvCache::store(int64_t sequence, int64_t layer, int64_t position, int64_t count, const float* k,
                     const float* v) {
   populate_rows(sequence, layer, position + count);
   const GgmlType element = kv_element_type(shape_.type);
-  const std::size_t at = offset(sequence, layer, position);
-  // The rows of consecutive positions are contiguous: one conversion each for keys and values.
-  encode_row(element, k, keys_.data() + at, count * shape_.kv_dim);
-  encode_row(element, v, values_.data() + at, count * shape_.kv_dim);
+  const int64_t head_dim = shape_.kv_dim / shape_.kv_heads;
+  for (int64_t t = 0; t < count; ++t)
+    for (int64_t head = 0; head < shape_.kv_heads; ++head) {
+      const std::size_t at = offset(sequence, layer, head, position + t);
+      const int64_t from = t * shape_.kv_dim + head * head_dim;
+      encode_row(element, k + from, keys_.data() + at, head_dim);
+      encode_row(element, v + from, values_.data() + at, head_dim);
+    }
 }
 
 }  // namespace cpullm

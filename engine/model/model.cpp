@@ -68,6 +68,7 @@ Model::Model(const std::string& path, const ModelOptions& options)
                      .layers = c.n_layers,
                      .context = options.context ? options.context : std::min(c.train_context, kDefaultContextCap),
                      .kv_dim = c.kv_dim(),
+                     .kv_heads = c.n_kv_heads,
                      .type = options.kv_type};
   if (const std::string refusal = kv_type_refusal(shape.type, c.head_dim); !refusal.empty())
     fail("{}: --kv-type {}: {}", path, kv_type_name(shape.type), refusal);
@@ -357,7 +358,7 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
         const RegionCost cost = attention_cost(shape, run.first_position, 1, kv_bytes);
         single_cost.flops += cost.flops, single_cost.bytes += cost.bytes;
         single.push_back({&b.xb[run.first_token * dim], &b.q[run.first_token * dim], cache_.keys(run.sequence, l),
-                          cache_.values(run.sequence, l), run.first_position + 1});
+                          cache_.values(run.sequence, l), run.first_position + 1, cache_.strides()});
       }
     if (!single.empty()) {
       ScopedRegion region(Region::attention, single_cost);
@@ -370,7 +371,7 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
       if (single.empty()) store(run);
       attention_tiled(&b.xb[run.first_token * dim], &b.q[run.first_token * dim], run.first_position, run.count,
                       cache_.keys(run.sequence, l), cache_.values(run.sequence, l), kv_type, shape, attention_tiles_,
-                      kernels_.isa);
+                      kernels_.isa, cache_.strides());
     }
     project(b.xb2.data(), dim, w.wo, b.xb.data(), dim, n, Region::o_proj);
     add_rows(b.x.data(), b.xb2.data(), dim);
