@@ -132,6 +132,30 @@ TEST_F(SyntheticModel, DecodeStepParallelLoopsCountsTheStepsLoops) {
   omp_set_num_threads(threads);
 }
 
+// A context filled to its last position, in a prompt and decode steps, with every cache type:
+// the next position is refused with one error naming the context, and nothing wraps around: the
+// refused call leaves the cache as it was, so the last position runs again to the same logits.
+TEST_F(SyntheticModel, FillsTheContextToItsEndAndRefusesPastIt) {
+  for (KvType kv : {KvType::f32, KvType::f16, KvType::bf16}) {  // the fixture's heads of 8 are no Q8_0 blocks
+    Model model(path_, ModelOptions{.context = 24, .kv_type = kv});
+    std::vector<int32_t> prompt;
+    for (int32_t i = 0; i < 20; ++i) prompt.push_back((i * 37 + 5) % 600);
+    model.forward_batch(prompt, 0);
+    std::span<const float> logits;
+    for (int64_t pos = 20; pos < 24; ++pos) logits = model.forward(static_cast<int32_t>(pos), pos);
+    const std::vector<float> last(logits.begin(), logits.end());
+    try {
+      model.forward(1, 24);
+      FAIL() << "position 24 of a 24-position context accepted";
+    } catch (const Error& e) {
+      EXPECT_STREQ(e.what(), "position 24 is outside the context of 24 positions");
+    }
+    EXPECT_THROW(model.forward_batch(std::vector<int32_t>{1, 2}, 23), Error);  // a batch that runs past the end
+    logits = model.forward(23, 23);
+    EXPECT_EQ(std::vector<float>(logits.begin(), logits.end()), last) << kv_type_name(kv);
+  }
+}
+
 TEST_F(SyntheticModel, RefusesPositionsAndTokensOutOfRange) {
   Model model(path_, 4);
   EXPECT_THROW(model.forward(1, 4), Error);
