@@ -42,16 +42,22 @@ inline int64_t column_offset(int64_t c) {
   else
     return c * kValueBytes<V>;
 }
-template <GgmlType V>
-inline float block_scale(const std::byte* row, int64_t c) {
+inline float q8_0_scale(const std::byte* row, int64_t c) {
   return load_f16(row + c / kQuantBlock * int64_t{sizeof(BlockQ8_0)});
 }
 template <GgmlType V>
 inline float value_at(const std::byte* row, int64_t c) {
   if constexpr (kBlockScaled<V>)
-    return block_scale<V>(row, c) * static_cast<float>(static_cast<int8_t>(row[column_offset<V>(c)]));
+    return q8_0_scale(row, c) * static_cast<float>(static_cast<int8_t>(row[column_offset<V>(c)]));
   else
     return load_value<V>(row + c * kValueBytes<V>);
+}
+
+// Where a cache's head rows lie, with KvStrides' zeros (whole-position rows) made explicit.
+KvStrides resolved(KvStrides strides, GgmlType kv_type, const AttentionShape& shape) {
+  if (!strides.position) strides.position = row_bytes(kv_type, shape.n_kv_heads * shape.head_dim);
+  if (!strides.head) strides.head = row_bytes(kv_type, shape.head_dim);
+  return strides;
 }
 
 // Eight cache values of type V from p as FP32 (Q8_0's before their scale).
@@ -72,7 +78,7 @@ inline __m256 load8(const std::byte* p) {
 template <GgmlType V, int kRun>
 void accumulate_columns(float* out, const float* coefficients, const std::byte* rows, int64_t stride, int64_t n, int64_t c0) {
   const auto coefficient = [&](int64_t k) {
-    if constexpr (kBlockScaled<V>) return _mm256_set1_ps(coefficients[k] * block_scale<V>(rows + k * stride, c0));
+    if constexpr (kBlockScaled<V>) return _mm256_set1_ps(coefficients[k] * q8_0_scale(rows + k * stride, c0));
     return _mm256_set1_ps(coefficients[k]);
   };
   __m256 even[kRun], odd[kRun];
@@ -125,7 +131,7 @@ void score_rows(float* scores, const float* q, const std::byte* rows, int64_t st
           __m256 block = _mm256_mul_ps(q_c[0], load8<V>(row[r] + column_offset<V>(c)));
           for (int64_t v = 1; v < kVectors; ++v)
             block = _mm256_fmadd_ps(q_c[v], load8<V>(row[r] + column_offset<V>(c + v * kLanes)), block);
-          acc[r] = _mm256_fmadd_ps(block, _mm256_set1_ps(block_scale<V>(row[r], c)), acc[r]);
+          acc[r] = _mm256_fmadd_ps(block, _mm256_set1_ps(q8_0_scale(row[r], c)), acc[r]);
         }
       } else {
         const __m256 q_c = _mm256_loadu_ps(q + c);
@@ -236,12 +242,8 @@ struct QueryUnits {
 // unit's work is its segment's positions times its query heads; each thread takes the units whose
 // middle lies in its share of the total work.
 void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv_type, const AttentionShape& shape) {
-  const int64_t kv_dim = shape.n_kv_heads * shape.head_dim, hd = shape.head_dim, kv_heads = shape.n_kv_heads;
+  const int64_t hd = shape.head_dim, kv_heads = shape.n_kv_heads;
   const int64_t group = shape.n_heads / kv_heads, stride = result_floats(hd);
-  const int64_t row_size = row_bytes(kv_type, kv_dim), head_size = row_bytes(kv_type, hd);
-  const auto stride_of = [=](const AttentionQuery& query) {  // zeros: whole-position rows
-    return KvStrides{query.strides.position ? query.strides.position : row_size, query.strides.head ? query.strides.head : head_size};
-  };
   const AttendSegment attend = attend_segment_for(kv_type);
   const int64_t queries = static_cast<int64_t>(batch.size());
   // How many of its positions, the last ones, a query sees: all, or those of the window.
@@ -280,7 +282,7 @@ void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv
       if (units.first_cost >= share_end) break;
       const AttentionQuery& query = first_query[q];
       const int64_t n_positions = seen(query);
-      const KvStrides strides = stride_of(query);
+      const KvStrides strides = resolved(query.strides, kv_type, shape);
       const int64_t first_row = (query.n_positions - n_positions) * strides.position;  // bytes to the first position seen
       int64_t cost = units.first_cost;  // of the unit below
       for (int64_t kv_head = 0; kv_head < kv_heads; ++kv_head)
@@ -342,10 +344,9 @@ constexpr int64_t kKeptPanelBytes = int64_t{8} << 20;
 void attention_tiles(float* out, const float* q, int64_t first_position, int64_t n_queries, const void* keys,
                      const void* values, GgmlType kv_type, const AttentionShape& shape, const AttentionTiles& tiles,
                      Isa isa, KvStrides strides) {
-  const int64_t dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
+  const int64_t dim = shape.n_heads * shape.head_dim;
   const int64_t group = shape.n_heads / shape.n_kv_heads, hd = shape.head_dim;
-  if (!strides.position) strides.position = row_bytes(kv_type, kv_dim);  // zeros: whole-position rows
-  if (!strides.head) strides.head = row_bytes(kv_type, hd);
+  strides = resolved(strides, kv_type, shape);
   const auto* key_rows = static_cast<const std::byte*>(keys);
   const auto* value_rows = static_cast<const std::byte*>(values);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));

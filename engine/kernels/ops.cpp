@@ -27,13 +27,6 @@ float max_value(const float* x, int64_t n) {
   return result;
 }
 
-void softmax(float* x, int64_t n) {
-  const float max = max_value(x, n);
-  for (int64_t i = 0; i < n; ++i) x[i] -= max;
-  const float sum = exp_in_place(x, n);
-  for (int64_t i = 0; i < n; ++i) x[i] /= sum;
-}
-
 void rope_angles(float* angles, const double* frequencies, int64_t head_dim, int64_t pos) {
   for (int64_t i = 0; i < head_dim / 2; ++i) {
     // The angle is computed in double: at long positions FP32 loses the low bits of pos*freq.

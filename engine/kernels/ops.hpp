@@ -58,8 +58,6 @@ void rmsnorm(float* out, const float* x, const float* weight, int64_t n, float e
 // The largest of x (n), -inf for n = 0.
 float max_value(const float* x, int64_t n);
 
-// x (n) = softmax(x), shifted by the maximum for stability.
-void softmax(float* x, int64_t n);
 
 // Which values of a head RoPE turns together. llama.cpp's NORMAL mode (architecture llama) turns
 // adjacent pairs (x[2i], x[2i+1]); its NEOX mode (qwen2) turns (x[i], x[i + head_dim/2]). Pair i

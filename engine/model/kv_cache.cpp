@@ -10,11 +10,7 @@
 namespace cpullm {
 
 namespace {
-const KvTypeInfo& info(KvType type) {
-  for (const KvTypeInfo& t : kKvTypes)
-    if (t.type == type) return t;
-  fail("KV cache type {} is not in the table", static_cast<int>(type));
-}
+int64_t block_elements(KvType type) { return ggml_type_traits(static_cast<uint32_t>(kv_element_type(type)))->block_elements; }
 }  // namespace
 
 std::vector<std::string> kv_type_names() {
@@ -28,12 +24,6 @@ KvType parse_kv_type(const std::string& text) {
     if (text == t.name) return t.type;
   fail("KV cache type '{}' is not one of {}", text, fmt::join(kv_type_names(), ", "));
 }
-
-GgmlType kv_element_type(KvType type) { return info(type).element; }
-
-namespace {
-int64_t block_elements(KvType type) { return ggml_type_traits(static_cast<uint32_t>(kv_element_type(type)))->block_elements; }
-}  // namespace
 
 double kv_value_bytes(KvType type) {
   const int64_t block = block_elements(type);

@@ -34,18 +34,19 @@ inline constexpr KvTypeInfo kKvTypes[] = {
     {KvType::q8_0, "q8_0", GgmlType::Q8_0},
 };
 inline std::span<const KvTypeInfo> kv_types() { return kKvTypes; }
-constexpr std::string_view kv_type_name(KvType type) {
+constexpr const KvTypeInfo& kv_type_info(KvType type) {
   for (const KvTypeInfo& t : kKvTypes)
-    if (t.type == type) return t.name;
-  return "?";
+    if (t.type == type) return t;
+  return kKvTypes[0];  // unreachable: every KvType has its entry
 }
+constexpr std::string_view kv_type_name(KvType type) { return kv_type_info(type).name; }
+constexpr GgmlType kv_element_type(KvType type) { return kv_type_info(type).element; }
 // What every command's cache holds unless --kv-type says otherwise: F16, as llama.cpp's. It costs
 // no accuracy that eval-quant can measure (mean KL 1.7e-5 from F32 at 2,048 positions of
 // stories260K) and is faster to attend over than F32 at every depth (docs/batching.md).
 inline constexpr KvType kDefaultKvType = KvType::f16;
 std::vector<std::string> kv_type_names();       // f32, f16, bf16, q8_0
 KvType parse_kv_type(const std::string& text);  // a name of kv_types(); else an Error
-GgmlType kv_element_type(KvType type);
 double kv_value_bytes(KvType type);             // bytes per cached value, block scales included (Q8_0: 34 / 32)
 // Whether a cache of this type can hold rows of head_dim values per head; else why not.
 std::string kv_type_refusal(KvType type, int64_t head_dim);
