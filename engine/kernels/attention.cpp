@@ -1,15 +1,15 @@
 #include "engine/kernels/attention.hpp"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
 
+#include "engine/kernels/attention_rows.hpp"
 #include "engine/kernels/dot.hpp"
 #include "engine/kernels/gemm.hpp"
 #include "engine/kernels/isa.hpp"
+#include "engine/kernels/kernel_table.hpp"
 #include "engine/kernels/ops.hpp"
 #include "engine/kernels/parallel.hpp"
 #include "engine/kernels/quant_formats.hpp"
@@ -20,136 +20,13 @@
 namespace cpullm {
 namespace {
 
-// The single query's (decode's) kernels read the cache rows where they lie: F32 as stored, F16
-// through F16C, BF16 by a shift and Q8_0 by widening its int8 values, eight values at a time, in
-// the dot products themselves. They once widened every 64-row tile into an FP32 buffer first, one
-// dispatched row conversion a row: at depth 8,192 that made the half-size F16 cache slower to
-// attend over than F32 (docs/attention.md). The tiled kernel (prefill) packs its tiles for the
-// GEMM's micro-kernel.
-constexpr int64_t kVectors = 4, kChunk = kLanes * kVectors;
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
-
-// A Q8_0 row is llama.cpp's blocks of 32 int8 values, each block after its FP16 scale; a head
-// (head_dim a multiple of 32, kv_type_refusal) is whole blocks, so its row slices start at a
-// block. Column c of a row of type V starts column_offset<V>(c) bytes in; Q8_0's values are
-// multiplied by their block's scale (the float types have none).
-template <GgmlType V>
-inline constexpr bool kBlockScaled = V == GgmlType::Q8_0;
-template <GgmlType V>
-inline int64_t column_offset(int64_t c) {
-  if constexpr (kBlockScaled<V>)
-    return c / kQuantBlock * int64_t{sizeof(BlockQ8_0)} + 2 + c % kQuantBlock;
-  else
-    return c * kValueBytes<V>;
-}
-inline float q8_0_scale(const std::byte* row, int64_t c) {
-  return load_f16(row + c / kQuantBlock * int64_t{sizeof(BlockQ8_0)});
-}
-template <GgmlType V>
-inline float value_at(const std::byte* row, int64_t c) {
-  if constexpr (kBlockScaled<V>)
-    return q8_0_scale(row, c) * static_cast<float>(static_cast<int8_t>(row[column_offset<V>(c)]));
-  else
-    return load_value<V>(row + c * kValueBytes<V>);
-}
 
 // Where a cache's head rows lie, with KvStrides' zeros (whole-position rows) made explicit.
 KvStrides resolved(KvStrides strides, GgmlType kv_type, const AttentionShape& shape) {
   if (!strides.position) strides.position = row_bytes(kv_type, shape.n_kv_heads * shape.head_dim);
   if (!strides.head) strides.head = row_bytes(kv_type, shape.head_dim);
   return strides;
-}
-
-// Eight cache values of type V from p as FP32 (Q8_0's before their scale).
-template <GgmlType V>
-inline __m256 load8(const std::byte* p) {
-  if constexpr (V == GgmlType::F32) return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
-  if constexpr (V == GgmlType::Q8_0)
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-  const __m128i halves = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  if constexpr (V == GgmlType::F16) return _mm256_cvtph_ps(halves);
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(halves), 16));
-}
-
-// out (head_dim) columns c0 .. c0 + 8 kRun - 1 += sum over k < n of coefficients[k] * row k's
-// values there, row k at rows + k * stride bytes: a query's output, its probabilities times the
-// value rows. Even and odd k sum apart, so no FMA chain waits on the previous one's latency. A
-// Q8_0 row's scale joins its coefficient (the run lies in one block: 8 kRun divides 32).
-template <GgmlType V, int kRun>
-void accumulate_columns(float* out, const float* coefficients, const std::byte* rows, int64_t stride, int64_t n, int64_t c0) {
-  const auto coefficient = [&](int64_t k) {
-    if constexpr (kBlockScaled<V>) return _mm256_set1_ps(coefficients[k] * q8_0_scale(rows + k * stride, c0));
-    return _mm256_set1_ps(coefficients[k]);
-  };
-  __m256 even[kRun], odd[kRun];
-  for (int v = 0; v < kRun; ++v) even[v] = _mm256_loadu_ps(out + c0 + v * kLanes), odd[v] = _mm256_setzero_ps();
-  int64_t k = 0;
-  for (; k + 2 <= n; k += 2) {
-    const __m256 first = coefficient(k), second = coefficient(k + 1);
-    const std::byte* row = rows + k * stride;
-    for (int v = 0; v < kRun; ++v) {
-      even[v] = _mm256_fmadd_ps(first, load8<V>(row + column_offset<V>(c0 + v * kLanes)), even[v]);
-      odd[v] = _mm256_fmadd_ps(second, load8<V>(row + stride + column_offset<V>(c0 + v * kLanes)), odd[v]);
-    }
-  }
-  if (k < n)
-    for (int v = 0; v < kRun; ++v)
-      even[v] = _mm256_fmadd_ps(coefficient(k), load8<V>(rows + k * stride + column_offset<V>(c0 + v * kLanes)), even[v]);
-  for (int v = 0; v < kRun; ++v) _mm256_storeu_ps(out + c0 + v * kLanes, _mm256_add_ps(even[v], odd[v]));
-}
-
-// Columns in runs of 4 vectors (then single vectors, then one at a time).
-template <GgmlType V>
-void accumulate_rows(float* out, const float* coefficients, const std::byte* rows, int64_t stride, int64_t n, int64_t head_dim) {
-  int64_t c = 0;
-  for (; c + kChunk <= head_dim; c += kChunk) accumulate_columns<V, kVectors>(out, coefficients, rows, stride, n, c);
-  for (; c + kLanes <= head_dim; c += kLanes) accumulate_columns<V, 1>(out, coefficients, rows, stride, n, c);
-  for (; c < head_dim; ++c)
-    for (int64_t k = 0; k < n; ++k) out[c] += coefficients[k] * value_at<V>(rows + k * stride, c);
-}
-
-// scores[j] = scale * (q . row j's head) for j < n, row j at rows + j * stride bytes. Eight rows
-// at a time, each with its own accumulator, and the eight reduced together by hadds and one
-// lane swap: one dot product per row spent more instructions on reducing its accumulator to a
-// float than on its products (head_dim 64: 8 FMAs, then about 11 reduction steps). A last group
-// of fewer than 8 reads row n - 1 again in the missing places and drops those scores. Q8_0 sums
-// a block's 4 vectors of products first, then adds them times the block's scale.
-template <GgmlType V>
-void score_rows(float* scores, const float* q, const std::byte* rows, int64_t stride, int64_t n, int64_t head_dim, float scale) {
-  constexpr int64_t kStep = kBlockScaled<V> ? kQuantBlock : kLanes;  // columns sharing a scale
-  const int64_t vector_columns = head_dim / kStep * kStep;
-  for (int64_t j = 0; j < n; j += 8) {
-    const std::byte* row[8];
-    for (int64_t r = 0; r < 8; ++r) row[r] = rows + std::min(j + r, n - 1) * stride;
-    __m256 acc[8];
-    for (__m256& a : acc) a = _mm256_setzero_ps();
-    for (int64_t c = 0; c < vector_columns; c += kStep) {
-      if constexpr (kBlockScaled<V>) {
-        __m256 q_c[kVectors];
-        for (int64_t v = 0; v < kVectors; ++v) q_c[v] = _mm256_loadu_ps(q + c + v * kLanes);
-        for (int64_t r = 0; r < 8; ++r) {
-          __m256 block = _mm256_mul_ps(q_c[0], load8<V>(row[r] + column_offset<V>(c)));
-          for (int64_t v = 1; v < kVectors; ++v)
-            block = _mm256_fmadd_ps(q_c[v], load8<V>(row[r] + column_offset<V>(c + v * kLanes)), block);
-          acc[r] = _mm256_fmadd_ps(block, _mm256_set1_ps(q8_0_scale(row[r], c)), acc[r]);
-        }
-      } else {
-        const __m256 q_c = _mm256_loadu_ps(q + c);
-        for (int64_t r = 0; r < 8; ++r) acc[r] = _mm256_fmadd_ps(q_c, load8<V>(row[r] + column_offset<V>(c)), acc[r]);
-      }
-    }
-    // hadd(a, b) = a0+a1 a2+a3 b0+b1 b2+b3 | a4+a5 a6+a7 b4+b5 b6+b7: two rounds leave rows 0-3's
-    // sums of lanes 0-3 in the low half and of lanes 4-7 in the high one.
-    const __m256 rows_0123 = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
-    const __m256 rows_4567 = _mm256_hadd_ps(_mm256_hadd_ps(acc[4], acc[5]), _mm256_hadd_ps(acc[6], acc[7]));
-    alignas(32) float eight[8];
-    _mm256_store_ps(eight, _mm256_add_ps(_mm256_permute2f128_ps(rows_0123, rows_4567, 0x20),
-                                         _mm256_permute2f128_ps(rows_0123, rows_4567, 0x31)));
-    for (int64_t r = 0; r < std::min<int64_t>(8, n - j); ++r) {
-      for (int64_t c = vector_columns; c < head_dim; ++c) eight[r] += q[c] * value_at<V>(row[r], c);
-      scores[j + r] = eight[r] * scale;
-    }
-  }
 }
 
 // Decode attention splits each query's cache along the positions (split-K): a unit of work is one
@@ -173,15 +50,14 @@ constexpr int64_t result_floats(int64_t head_dim) { return head_dim + 2; }
 // positions. Per tile every head scores the same key rows (from L1 after the first), then per
 // head its exponentials, then the weighted sum of the value rows, tile by tile. scores (heads,
 // n): the thread's buffer; results (heads, result_floats(hd)).
-template <GgmlType V>
-void attend_segment(const float* q, int64_t heads, const std::byte* keys, const std::byte* values, int64_t row_size,
-                    int64_t n, int64_t hd, float* scores, float* results) {
+void attend_segment(const AttentionRowKernels& kernels, const float* q, int64_t heads, const std::byte* keys,
+                    const std::byte* values, int64_t row_size, int64_t n, int64_t hd, float* scores, float* results) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t stride = result_floats(hd);
   for (int64_t t0 = 0; t0 < n; t0 += kTileRows) {
     const int64_t rows = std::min(kTileRows, n - t0);
     for (int64_t i = 0; i < heads; ++i)
-      score_rows<V>(&scores[i * n + t0], q + i * hd, keys + t0 * row_size, row_size, rows, hd, scale);
+      kernels.score(&scores[i * n + t0], q + i * hd, keys + t0 * row_size, row_size, rows, hd, scale);
   }
   for (int64_t i = 0; i < heads; ++i) {
     float* s = &scores[i * n];
@@ -195,7 +71,7 @@ void attend_segment(const float* q, int64_t heads, const std::byte* keys, const 
   for (int64_t t0 = 0; t0 < n; t0 += kTileRows) {
     const int64_t rows = std::min(kTileRows, n - t0);
     for (int64_t i = 0; i < heads; ++i)
-      accumulate_rows<V>(&results[i * stride], &scores[i * n + t0], values + t0 * row_size, row_size, rows, hd);
+      kernels.accumulate(&results[i * stride], &scores[i * n + t0], values + t0 * row_size, row_size, rows, hd);
   }
 }
 
@@ -217,17 +93,6 @@ void merge_segments(float* out, const float* results, int64_t segments, int64_t 
   for (int64_t d = 0; d < hd; ++d) out[d] *= inverse;
 }
 
-using AttendSegment = void (*)(const float*, int64_t, const std::byte*, const std::byte*, int64_t, int64_t, int64_t, float*,
-                               float*);
-AttendSegment attend_segment_for(GgmlType kv_type) {
-  switch (kv_type) {
-    case GgmlType::F16: return attend_segment<GgmlType::F16>;
-    case GgmlType::BF16: return attend_segment<GgmlType::BF16>;
-    case GgmlType::Q8_0: return attend_segment<GgmlType::Q8_0>;
-    default: return attend_segment<GgmlType::F32>;
-  }
-}
-
 // Where a query's units and results lie in attention_single_queries' plan.
 struct QueryUnits {
   int64_t segments;       // of its seen positions, kSegment each (the last may hold fewer)
@@ -241,10 +106,11 @@ struct QueryUnits {
 // sequences ran 32 loops a layer, each a job of a few microseconds' work at short contexts. A
 // unit's work is its segment's positions times its query heads; each thread takes the units whose
 // middle lies in its share of the total work.
-void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv_type, const AttentionShape& shape) {
+void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv_type, const AttentionShape& shape,
+                              Isa isa) {
   const int64_t hd = shape.head_dim, kv_heads = shape.n_kv_heads;
   const int64_t group = shape.n_heads / kv_heads, stride = result_floats(hd);
-  const AttendSegment attend = attend_segment_for(kv_type);
+  const AttentionRowKernels& kernels = attention_row_kernels(isa, kv_type);
   const int64_t queries = static_cast<int64_t>(batch.size());
   // How many of its positions, the last ones, a query sees: all, or those of the window.
   const auto seen = [window = shape.window](const AttentionQuery& query) {
@@ -295,7 +161,7 @@ void attention_single_queries(std::span<const AttentionQuery> batch, GgmlType kv
           float* unit_results = units.segments == 1
                                     ? own.data()
                                     : all_results + units.first_result + (kv_head * units.segments + segment) * group * stride;
-          attend(query.q + kv_head * group * hd, group, static_cast<const std::byte*>(query.keys) + at,
+          attend_segment(kernels, query.q + kv_head * group * hd, group, static_cast<const std::byte*>(query.keys) + at,
                  static_cast<const std::byte*>(query.values) + at, strides.position, n, hd, scores.data(), unit_results);
           if (units.segments == 1)
             for (int64_t i = 0; i < group; ++i) merge_segments(query.out + (kv_head * group + i) * hd, &own[i * stride], 1, stride, hd);
@@ -462,20 +328,31 @@ void require_kv_type(GgmlType kv_type, const AttentionShape& shape) {
 
 }  // namespace
 
-void attention(std::span<const AttentionQuery> queries, GgmlType kv_type, const AttentionShape& shape) {
+void attention(std::span<const AttentionQuery> queries, GgmlType kv_type, const AttentionShape& shape, Isa isa) {
   require_kv_type(kv_type, shape);
-  if (!queries.empty()) attention_single_queries(queries, kv_type, shape);
+  if (!queries.empty()) attention_single_queries(queries, kv_type, shape, isa);
 }
 
 void attention(float* out, const float* q, const void* keys, const void* values, GgmlType kv_type,
-               int64_t n_positions, const AttentionShape& shape) {
+               int64_t n_positions, const AttentionShape& shape, Isa isa) {
   const AttentionQuery one{out, q, keys, values, n_positions};
-  attention({&one, 1}, kv_type, shape);
+  attention({&one, 1}, kv_type, shape, isa);
 }
 
 void attention(float* out, const float* q, const float* keys, const float* values, int64_t n_positions,
-               const AttentionShape& shape) {
-  attention(out, q, keys, values, GgmlType::F32, n_positions, shape);
+               const AttentionShape& shape, Isa isa) {
+  attention(out, q, keys, values, GgmlType::F32, n_positions, shape, isa);
+}
+
+const AttentionRowKernels& attention_row_kernels(Isa isa, GgmlType kv_type) {
+  const AttentionRowTable& table = table_for_isa(isa, scalar_attention_rows, avx2_attention_rows, avx512_attention_rows);
+  switch (kv_type) {
+    case GgmlType::F32: return table.f32;
+    case GgmlType::F16: return table.f16;
+    case GgmlType::BF16: return table.bf16;
+    case GgmlType::Q8_0: return table.q8_0;
+    default: fail("a KV cache cannot hold {} values (f32, f16, bf16 or q8_0)", ggml_type_name(kv_type));
+  }
 }
 
 void attention_tiled(float* out, const float* q, int64_t first_position, int64_t n_queries, const void* keys,

@@ -19,13 +19,13 @@ struct AttentionShape {
 };
 
 // out (n_heads, head_dim) = softmax(q . K^T / sqrt(head_dim)) . V over positions [0, n_positions),
-// or the last `window` of them.
+// or the last `window` of them, on the row kernels of `isa` (attention_rows.hpp).
 // keys, values: (n_positions, n_kv_heads * head_dim), one row per cached position.
 void attention(float* out, const float* q, const float* keys, const float* values, int64_t n_positions,
-               const AttentionShape& shape);
+               const AttentionShape& shape, Isa isa);
 // The same over a cache of kv_type (F32, F16, BF16 or Q8_0) values.
 void attention(float* out, const float* q, const void* keys, const void* values, GgmlType kv_type,
-               int64_t n_positions, const AttentionShape& shape);
+               int64_t n_positions, const AttentionShape& shape, Isa isa);
 
 // Where a cache's head rows lie: kv head h's row of position p at h * head + p * position bytes.
 // Zeros: rows of whole positions, (positions, n_kv_heads * head_dim), as the functions above take
@@ -47,7 +47,7 @@ struct AttentionQuery {
   KvStrides strides = {};
 };
 // Every query's attention in one parallel loop; each output is the one-query call's, bit for bit.
-void attention(std::span<const AttentionQuery> queries, GgmlType kv_type, const AttentionShape& shape);
+void attention(std::span<const AttentionQuery> queries, GgmlType kv_type, const AttentionShape& shape, Isa isa);
 
 // Tile sizes of attention_tiled: `queries` query positions meet `keys` cached positions at a
 // time. The seed chose 8 x 8; 64 x 64 measured fastest here (docs/kernels.md), so it is the default.

@@ -363,7 +363,7 @@ void Model::run_chunk(std::span<const BatchToken> chunk) {
     if (!single.empty()) {
       ScopedRegion region(Region::attention, single_cost);
       for (const Run& run : runs) store(run);
-      attention(single, kv_type, shape);
+      attention(single, kv_type, shape, kernels_.isa);
     }
     for (const Run& run : runs) {
       if (run.count == 1) continue;

@@ -62,7 +62,7 @@ void BM_Attention(benchmark::State& state) {
     if (tiles.queries == 0) {
       for (int64_t i = 0; i < kQueries; ++i)
         cpullm::attention(in.out.data() + i * dim, in.q.data() + i * dim, in.keys.data(), in.values.data(), kv_type,
-                          first + i + 1, kShape);
+                          first + i + 1, kShape, isa);
     } else {
       cpullm::attention_tiled(in.out.data(), in.q.data(), first, kQueries, in.keys.data(), in.values.data(), kv_type,
                               kShape, tiles, isa);
@@ -84,7 +84,7 @@ void Cases(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Attention)->Name("attention")->Apply(Cases)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // One decode step's attention, one query at the end of `positions` cached ones, as each layer of
-// a decode step runs it; bytes/s counts the cache bytes it reads, the figure to hold against the
+// a decode step runs it, over a cache laid out as the engine's; bytes/s counts the cache bytes it reads, the figure to hold against the
 // read roof at depth. Arguments: positions, KV heads (32 heads of 128: 32 is LLaMA-7B; 32 heads
 // of 64 with 4 KV heads is TinyLlama's grouped-query layout, with 1 multi-query attention, where
 // every thread must share one KV head's cache), the cache's type.
@@ -92,20 +92,24 @@ void BM_AttentionDecode(benchmark::State& state) {
   const int64_t positions = state.range(0), kv_heads = state.range(1);
   const auto kv_type = static_cast<cpullm::GgmlType>(state.range(2));
   const AttentionShape shape{32, kv_heads, kv_heads == 32 ? 128 : 64};
-  const int64_t dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
-  const int64_t row_size = cpullm::row_bytes(kv_type, kv_dim);
+  const int64_t dim = shape.n_heads * shape.head_dim;
+  const int64_t head_bytes = cpullm::row_bytes(kv_type, shape.head_dim), row_size = kv_heads * head_bytes;
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> q(dim), out(dim), row(kv_dim);
+  std::vector<float> q(dim), out(dim), row(shape.head_dim);
   for (float& x : q) x = dist(rng);
+  // Laid out as the KV cache keeps a layer: each head's positions together (kv_cache.hpp).
   std::vector<std::byte> keys(positions * row_size), values(positions * row_size);
   for (auto* cache : {&keys, &values})
-    for (int64_t t = 0; t < positions; ++t) {
+    for (int64_t at = 0; at < positions * kv_heads; ++at) {
       for (float& x : row) x = dist(rng);
-      cpullm::encode_row(kv_type, row.data(), cache->data() + t * row_size, kv_dim);
+      cpullm::encode_row(kv_type, row.data(), cache->data() + at * head_bytes, shape.head_dim);
     }
+  const cpullm::AttentionQuery query{out.data(), q.data(), keys.data(), values.data(), positions,
+                                     {head_bytes, positions * head_bytes}};
+  const cpullm::Isa isa = cpullm::resolve_isa();  // $CPULLM_ISA, else the best
   for (auto _ : state) {
-    cpullm::attention(out.data(), q.data(), keys.data(), values.data(), kv_type, positions, shape);
+    cpullm::attention({&query, 1}, kv_type, shape, isa);
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["FLOP/s"] = benchmark::Counter(4.0 * shape.head_dim * shape.n_heads * positions,
@@ -143,12 +147,13 @@ void BM_AttentionDecodeBatch(benchmark::State& state) {
   for (int64_t s = 0; s < sequences; ++s)
     batch.push_back({out.data() + s * dim, q.data() + s * dim, keys.data(), values.data(),
                      s == 0 ? first_positions : other_positions});
+  const cpullm::Isa isa = cpullm::resolve_isa();
   for (auto _ : state) {
     if (batched) {
-      cpullm::attention(batch, cpullm::GgmlType::F32, shape);
+      cpullm::attention(batch, cpullm::GgmlType::F32, shape, isa);
     } else {
       for (const cpullm::AttentionQuery& one : batch)
-        cpullm::attention(one.out, one.q, one.keys, one.values, cpullm::GgmlType::F32, one.n_positions, shape);
+        cpullm::attention(one.out, one.q, one.keys, one.values, cpullm::GgmlType::F32, one.n_positions, shape, isa);
     }
     benchmark::DoNotOptimize(out.data());
   }

@@ -8,11 +8,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
+#include <string>
 #include <random>
 #include <vector>
 
 #include "engine/kernels/attention.hpp"
+#include "engine/kernels/attention_rows.hpp"
 #include "engine/kernels/isa.hpp"
 #include "engine/kernels/row_convert.hpp"
 #include "engine/util/error.hpp"
@@ -61,7 +64,8 @@ TEST_P(TiledAttention, MatchesPlainAttention) {
 
   std::vector<float> plain(c.queries * dim);
   for (int64_t i = 0; i < c.queries; ++i)
-    attention(&plain[i * dim], q.data() + i * dim, key_cache.data(), value_cache.data(), c.kv_type, first + i + 1, shape);
+    attention(&plain[i * dim], q.data() + i * dim, key_cache.data(), value_cache.data(), c.kv_type, first + i + 1, shape,
+              Isa::Avx2);
   const int threads_before = omp_get_max_threads();
   // One thread packs every key tile once per KV head; three split some heads' query tiles between
   // threads, so a thread starts mid-head and packs the tiles its first unit needs.
@@ -124,6 +128,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, TiledAttention, ::testing::ValuesIn(cases()), ca
 // and query heads), for every cache type, without and with a sliding window shorter than some
 // of the caches.
 TEST(SingleQueries, BatchGivesEachQueryItsOwnOutput) {
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+  if (!cpu_supports(isa)) continue;
   for (int64_t window : {0, 100}) {
     const AttentionShape shape{8, 2, 64, window};
     const int64_t dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
@@ -143,7 +149,8 @@ TEST(SingleQueries, BatchGivesEachQueryItsOwnOutput) {
       }
       std::vector<std::vector<float>> alone(lengths.size(), std::vector<float>(dim));
       for (std::size_t s = 0; s < lengths.size(); ++s)
-        attention(alone[s].data(), q[s].data(), key_caches[s].data(), value_caches[s].data(), kv_type, lengths[s], shape);
+        attention(alone[s].data(), q[s].data(), key_caches[s].data(), value_caches[s].data(), kv_type, lengths[s], shape,
+                  isa);
       const int threads_before = omp_get_max_threads();
       for (int threads : {1, 2, 3, 5}) {
         omp_set_num_threads(threads);
@@ -151,27 +158,31 @@ TEST(SingleQueries, BatchGivesEachQueryItsOwnOutput) {
         std::vector<AttentionQuery> batch;
         for (std::size_t s = 0; s < lengths.size(); ++s)
           batch.push_back({together[s].data(), q[s].data(), key_caches[s].data(), value_caches[s].data(), lengths[s]});
-        attention(batch, kv_type, shape);
+        attention(batch, kv_type, shape, isa);
         for (std::size_t s = 0; s < lengths.size(); ++s)
           EXPECT_EQ(together[s], alone[s]) << "query " << s << " (" << lengths[s] << " positions), " << threads
-                                           << " threads, " << ggml_type_name(kv_type) << ", window " << window;
+                                           << " threads, " << ggml_type_name(kv_type) << ", window " << window << ", "
+                                           << isa_name(isa);
       }
       omp_set_num_threads(threads_before);
     }
+  }
   }
 }
 
 // Decode attention reads each cache row's head where it lies: none of it may read past the
 // cache's last row, which here ends just before an inaccessible page (a read past it would crash
-// the test). Every cache type, head sizes with and without columns past the last 8 (Q8_0: of one
-// and two blocks), a last group of fewer than 8 rows; the outputs equal those over the same cache
-// in ordinary memory.
+// the test). Every ISA level's kernels, every cache type, head sizes with and without columns past
+// the last vector (Q8_0: of one and two blocks; 136: a run of 8 AVX-512 vectors and a remainder),
+// a last group of fewer than 8 rows; the outputs equal those over the same cache in ordinary memory.
 TEST(SingleQueries, ReadNothingPastTheCache) {
   const long page = sysconf(_SC_PAGESIZE);
   std::mt19937 rng(21);
   std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
   for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0})
-    for (int64_t head_dim : {12, 32, 64}) {
+    for (int64_t head_dim : {12, 32, 64, 136}) {
+      if (!cpu_supports(isa)) continue;
       if (kv_type == GgmlType::Q8_0 && head_dim % 32 != 0) continue;  // Q8_0 takes whole blocks a head
       const AttentionShape shape{4, 2, head_dim};
       const int64_t positions = 13, kv_dim = shape.n_kv_heads * head_dim;
@@ -191,11 +202,57 @@ TEST(SingleQueries, ReadNothingPastTheCache) {
         std::memcpy(at_the_end[c], (c == 0 ? key_cache : value_cache).data(), key_cache.size());
       }
       std::vector<float> guarded(q.size()), ordinary(q.size());
-      attention(guarded.data(), q.data(), at_the_end[0], at_the_end[1], kv_type, positions, shape);
-      attention(ordinary.data(), q.data(), key_cache.data(), value_cache.data(), kv_type, positions, shape);
-      EXPECT_EQ(guarded, ordinary) << ggml_type_name(kv_type) << ", head_dim " << head_dim;
+      attention(guarded.data(), q.data(), at_the_end[0], at_the_end[1], kv_type, positions, shape, isa);
+      attention(ordinary.data(), q.data(), key_cache.data(), value_cache.data(), kv_type, positions, shape, isa);
+      EXPECT_EQ(guarded, ordinary) << ggml_type_name(kv_type) << ", head_dim " << head_dim << ", " << isa_name(isa);
       for (void* region : regions) munmap(region, (pages + 1) * page);
     }
+}
+
+// Each level's two row kernels against the scalar ones, for every cache type, head sizes on and
+// off the vector widths (AVX-512 runs of 8, 4 and 1 vectors, and leftover columns), row counts
+// around the score kernel's groups of 8, rows apart by more than a head (a cache of 3 heads a
+// position). Both sum the same FP32 products in different orders, so each result may differ from
+// the scalar one by the classical bound for two summation orders of m terms: 2 m 2^-24 times the
+// sum of the terms' magnitudes.
+TEST(AttentionRows, EveryLevelMatchesTheScalarKernels) {
+  std::mt19937 rng(31);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  constexpr double kUnit = 1.0 / (1 << 24);
+  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+    if (!cpu_supports(isa)) continue;
+    for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0})
+      for (int64_t head_dim : {12, 32, 48, 64, 96, 128, 136, 256})
+        for (int64_t n : {1, 7, 8, 9, 64}) {
+          if (kv_type == GgmlType::Q8_0 && head_dim % 32 != 0) continue;
+          const int64_t stride = row_bytes(kv_type, 3 * head_dim);
+          std::vector<float> q(head_dim), rows(n * 3 * head_dim), coefficients(n);
+          for (auto* v : {&q, &rows, &coefficients})
+            for (float& x : *v) x = normal(rng);
+          std::vector<float> widened = rows;
+          const std::vector<std::byte> cache = encode_cache(kv_type, widened, n, 3 * head_dim);
+          const AttentionRowKernels &reference = attention_row_kernels(Isa::Scalar, kv_type),
+                                    &kernels = attention_row_kernels(isa, kv_type);
+          const std::string what = std::string(isa_name(isa)) + ", " + std::string(ggml_type_name(kv_type)) + ", head_dim " +
+                                   std::to_string(head_dim) + ", " + std::to_string(n) + " rows";
+          std::vector<float> expected(n), scores(n);
+          reference.score(expected.data(), q.data(), cache.data(), stride, n, head_dim, 0.5f);
+          kernels.score(scores.data(), q.data(), cache.data(), stride, n, head_dim, 0.5f);
+          for (int64_t j = 0; j < n; ++j) {
+            double magnitude = 0;
+            for (int64_t c = 0; c < head_dim; ++c) magnitude += std::abs(q[c] * widened[j * 3 * head_dim + c]) * 0.5;
+            EXPECT_NEAR(scores[j], expected[j], 2 * head_dim * kUnit * magnitude) << what << ", score " << j;
+          }
+          std::vector<float> expected_sum(head_dim, 1.0f), sum(head_dim, 1.0f);  // both add to what is there
+          reference.accumulate(expected_sum.data(), coefficients.data(), cache.data(), stride, n, head_dim);
+          kernels.accumulate(sum.data(), coefficients.data(), cache.data(), stride, n, head_dim);
+          for (int64_t c = 0; c < head_dim; ++c) {
+            double magnitude = 1;
+            for (int64_t k = 0; k < n; ++k) magnitude += std::abs(coefficients[k] * widened[k * 3 * head_dim + c]);
+            EXPECT_NEAR(sum[c], expected_sum[c], 2 * (n + 1) * kUnit * magnitude) << what << ", column " << c;
+          }
+        }
+  }
 }
 
 // A Q8_0 cache holds each head in whole blocks of 32: heads of another size are refused with an
@@ -204,7 +261,7 @@ TEST(Q8_0Cache, RefusesHeadsOfPartBlocks) {
   const AttentionShape shape{2, 1, 48};
   std::vector<float> q(2 * 48), out(2 * 48);
   std::vector<std::byte> cache(row_bytes(GgmlType::Q8_0, 64) * 4);  // room enough; never read
-  EXPECT_THROW(attention(out.data(), q.data(), cache.data(), cache.data(), GgmlType::Q8_0, 2, shape), Error);
+  EXPECT_THROW(attention(out.data(), q.data(), cache.data(), cache.data(), GgmlType::Q8_0, 2, shape, Isa::Avx2), Error);
   EXPECT_THROW(attention_tiled(out.data(), q.data(), 0, 2, cache.data(), cache.data(), GgmlType::Q8_0, shape, {}, Isa::Scalar),
                Error);
 }

@@ -586,9 +586,9 @@ TEST(Ops, SwigluIsSiluTimesUp) {
 // Decode attention against a double-precision loop over the cache's widened values: head sizes
 // on and off the kernel's 32-float columns, positions past its 64-row tiles and at depth (3000),
 // every cache type (Q8_0 with heads of whole 32-value blocks, the only ones it takes),
-// sliding windows shorter than the positions (the query sees only the last `window`); and the
-// same output, bit for bit, at 1, 2, 3 and 5 threads (a KV head's 4 query heads in one unit, or
-// split in runs of 2, with units left empty).
+// sliding windows shorter than the positions (the query sees only the last `window`), on the
+// row kernels of every ISA level this CPU runs; and the same output, bit for bit, at 1, 2, 3 and
+// 5 threads (a KV head's 4 query heads in one unit, or split in runs of 2, with units left empty).
 TEST(Attention, GroupedQueryMatchesNaiveDouble) {
   struct Config {
     int64_t head_dim, positions;
@@ -615,14 +615,17 @@ TEST(Attention, GroupedQueryMatchesNaiveDouble) {
         encode_row(config.kv_type, &(*v)[t * kv_dim], &(*cache)[t * row_size], kv_dim);
         decode_row(config.kv_type, &(*cache)[t * row_size], &(*v)[t * kv_dim], kv_dim);
       }
+    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    if (!cpu_supports(isa)) continue;
     std::vector<float> out(q.size());
-    attention(out.data(), q.data(), key_cache.data(), value_cache.data(), config.kv_type, positions, shape);
+    attention(out.data(), q.data(), key_cache.data(), value_cache.data(), config.kv_type, positions, shape, isa);
     const int threads = omp_get_max_threads();
     for (int t : {1, 2, 3, 5}) {
       omp_set_num_threads(t);
       std::vector<float> again(q.size());
-      attention(again.data(), q.data(), key_cache.data(), value_cache.data(), config.kv_type, positions, shape);
-      EXPECT_EQ(again, out) << t << " threads, head_dim " << config.head_dim << ", window " << config.window;
+      attention(again.data(), q.data(), key_cache.data(), value_cache.data(), config.kv_type, positions, shape, isa);
+      EXPECT_EQ(again, out) << t << " threads, head_dim " << config.head_dim << ", window " << config.window << ", "
+                            << isa_name(isa);
     }
     omp_set_num_threads(threads);
 
@@ -643,8 +646,9 @@ TEST(Attention, GroupedQueryMatchesNaiveDouble) {
         for (int64_t t = first; t < positions; ++t) expected += p[t] / total * values[t * kv_dim + kv * shape.head_dim + i];
         EXPECT_NEAR(out[h * shape.head_dim + i], expected, 1e-5) << "head " << h << ", head_dim " << config.head_dim << ", "
                                                                  << ggml_type_name(config.kv_type) << ", window "
-                                                                 << config.window;
+                                                                 << config.window << ", " << isa_name(isa);
       }
+    }
     }
   }
 }
