@@ -21,6 +21,7 @@
 #include "harness/bench/llama_numa.hpp"
 #include "harness/bench/load_scenario.hpp"
 #include "harness/bench/multiprocess.hpp"
+#include "harness/bench/peer_engine.hpp"
 #include "harness/bench/reporters.hpp"
 #include "harness/bench/value_lists.hpp"
 #include "harness/bench/workloads.hpp"
@@ -64,6 +65,7 @@ struct BenchOptions {
   bool search_rate = false;
   int search_steps = 4;
   int processes = 0;
+  std::vector<std::string> engines;  // --engine: peers measured at every point beside cpullm
 };
 
 std::string joined(const std::vector<std::string>& items) {
@@ -239,6 +241,29 @@ void check_suite_reference(const BenchOptions& o, const CLI::App& command) {
   if (!o.suite.suite.empty() && (o.load || o.processes)) fail("--suite: stores the points' reference, not a --load or --processes scenario's");
 }
 
+// Each peer's results at `point`, printed on stderr and stored with --db. A peer point met
+// twice (cpullm points that differ only in what the peer has no option for) is measured once, and
+// one a --resume'd run holds is not measured again.
+void measure_peers(const std::vector<std::unique_ptr<PeerEngine>>& peers, const BenchPoint& point, DbRun& db,
+                   std::set<std::string>& measured, std::set<std::string>& printed_notes) {
+  for (const std::unique_ptr<PeerEngine>& peer : peers) {
+    if (const std::string why = peer->cannot_measure(point); !why.empty()) {
+      if (printed_notes.insert(peer->name() + why).second)
+        std::fprintf(stderr, "cpullm: note: %s not measured at %s: %s\n", peer->name().c_str(), point.test_name().c_str(), why.c_str());
+      continue;
+    }
+    const std::string key = fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}", peer->name(), point.model, point.n_prompt, point.n_gen,
+                                        point.n_depth, point.threads, point.n_batch, point.kv_type, point.repetitions);
+    if (!measured.insert(key).second) continue;
+    for (const ResultRecord& result : peer->measure(point)) {
+      std::fprintf(stderr, "cpullm: bench: %s (build %s %s) %s t%ld: %.2f +- %.2f tokens/s\n", result.engine.c_str(),
+                   result.engine_version.c_str(), result.engine_commit.c_str(), point.test_name().c_str(),
+                   static_cast<long>(result.n_threads.value_or(0)), result.avg_ts.value_or(0), result.stddev_ts.value_or(0));
+      if (db.db && !db.done.contains(result.case_name)) db.db->add_result(db.run_id, result);
+    }
+  }
+}
+
 void run_bench(BenchOptions& o, const CLI::App& command) {
   if (!o.workload.empty()) apply_workload(o, command);
   if (o.models.empty()) fail("bench: give a model with -m FILE (or a --workload NAME)");
@@ -262,6 +287,8 @@ void run_bench(BenchOptions& o, const CLI::App& command) {
     fail("--load runs one configuration, but the flags give {}: one value per flag", points.size());
 
   DbRun db = open_db_run(o);
+  if ((o.load || o.processes) && !o.engines.empty())
+    fail("--engine measures a peer at bench's points; the --load and --processes scenarios have none");
   if (o.load || o.processes) {
     if (o.resume) fail("--resume continues point sweeps; a scenario run starts afresh");
     if (o.load) run_load_scenario(o, points.front(), db);
@@ -269,9 +296,12 @@ void run_bench(BenchOptions& o, const CLI::App& command) {
     if (db.db) db.db->finish_run(db.run_id);
     return;
   }
+  std::vector<std::unique_ptr<PeerEngine>> peers;
+  for (const std::string& spec : o.engines) peers.push_back(make_peer_engine(spec));
   const std::unique_ptr<Reporter> reporter = make_reporter(o.output, stdout, point_markdown_columns(points, o.roof_pairs), "test");
   const HostInfo host = detect_host();
   std::set<std::string> printed_notes;  // each note once, not once per point
+  std::set<std::string> peer_points;    // the peers' points measured so far
   // With --db each point also gets an instrumented repetition after its timed ones: the regions table.
   PointRequest request;
   request.profile = db.db != nullptr && o.regions;
@@ -281,7 +311,11 @@ void run_bench(BenchOptions& o, const CLI::App& command) {
     if (db.done.contains(point.case_name())) continue;
     std::fprintf(stderr, "cpullm: bench: point %zu/%zu: %s %s\n", i + 1, points.size(), point.model.c_str(),
                  point.case_name().c_str());
+    // The peers run just before cpullm at every other point, just after at the rest, so neither
+    // engine always meets the machine as the other left it.
+    if (i % 2 == 1) measure_peers(peers, point, db, peer_points, printed_notes);
     const PointMeasurement measurement = run_point(point, request);
+    if (i % 2 == 0) measure_peers(peers, point, db, peer_points, printed_notes);
     for (const auto& note : measurement.machine.notes)
       if (printed_notes.insert(note).second) std::fprintf(stderr, "cpullm: note: %s\n", note.c_str());
     Record record = point_record(point, measurement, host);
@@ -366,6 +400,8 @@ void register_bench(CLI::App& app) {
       ->check(CLI::IsMember({"bytes", "operations"}));
   command->add_option("--work-per-token", o->suite.work_per_token, "--suite: --reference-unit one token takes")
       ->check(CLI::PositiveNumber);
+  command->add_option("--engine", o->engines, "A peer measured at every point beside cpullm, alternating: llama.cpp (its "
+                                              "llama-bench on $PATH) or llama.cpp=PATH (llama-bench or its folder)");
   command->add_flag("--load", o->load, "The load scenario: Poisson arrivals against continuous batching (docs/bench.md)");
   command->add_option("--rate", o->rates, "--load: requests per second, comma list")->delimiter(',')->capture_default_str();
   command->add_option("--requests", o->requests, "--load: requests per run")->check(CLI::Range(1, 1000000))->capture_default_str();

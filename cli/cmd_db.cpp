@@ -21,6 +21,7 @@ struct DbOptions {
   std::string argument;     // results: the run id; import: the JSON file ("-": stdin)
   bool export_json = false;
   bool resume = false;      // import: into the unfinished run of the same kind and command
+  std::string host;         // import of llama-bench output: the machine it ran on; empty: this one
 };
 
 // Text as the database holds it, which a file (SQLite) may hold in any bytes.
@@ -70,7 +71,7 @@ void run_db(const DbOptions& o) {
   if (o.what == "import") {
     if (o.argument.empty()) fail("cpullm db import: which file? (cpullm db --db {} import FILE, - for stdin)", o.location);
     ResultsDb db(o.location, DbOpen::create);
-    import_runs(db, o.argument, o.resume);
+    import_runs(db, o.argument, o.resume, o.host);
     return;
   }
   ResultsDb db(o.location, DbOpen::existing);
@@ -128,8 +129,10 @@ void register_db(CLI::App& app) {
   command->add_option("what", options->what, "runs: every run; results: one run's points; import: runs from JSON")
       ->required()->check(CLI::IsMember({"runs", "results", "import"}));
   command->add_option("argument", options->argument, "results: the run (an id from `runs`); import: a JSON file as "
-                                                      "`results --export-json` prints it, or an array of them (-: stdin)");
+                                                      "`results --export-json` prints it, or an array of them, or "
+                                                      "llama-bench's -o json, jsonl or sql output (-: stdin)");
   command->add_flag("--export-json", options->export_json, "Print JSON under the schema's column names instead of a table");
+  command->add_option("--host", options->host, "import of llama-bench output: the machine it ran on (default: this one)");
   command->add_flag("--resume", options->resume, "import: add to the unfinished run of the same kind and command on the "
                                                  "same host, skipping cases it has");
   command->callback([options] { run_db(*options); });

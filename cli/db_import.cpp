@@ -7,8 +7,11 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
 #include "engine/util/error.hpp"
+#include "engine/util/text.hpp"
+#include "harness/results/llama_bench_output.hpp"
 
 namespace cpullm::cli {
 namespace {
@@ -152,21 +155,61 @@ ResultRecord read_result(const Place& at, const Json& doc) {
   return result;
 }
 
-Json read_json(const std::string& path) {
-  try {
-    if (path == "-") return Json::parse(std::cin);
-    std::ifstream in(path);
+std::string read_text(const std::string& path) {
+  std::ostringstream text;
+  if (path == "-") {
+    text << std::cin.rdbuf();
+  } else {
+    std::ifstream in(path, std::ios::binary);
     if (!in) fail_file(path, "cannot open");
-    return Json::parse(in);
-  } catch (const Json::exception& e) {
-    fail_file(path, "not JSON: {}", e.what());
+    text << in.rdbuf();
   }
+  return text.str();
+}
+
+Json parse_json(const std::string& path, const std::string& text) {
+  try {
+    return Json::parse(text);
+  } catch (const Json::exception& e) {
+    fail_file(path, "not JSON (cpullm's export) nor llama-bench output: {}", e.what());
+  }
+}
+
+// llama-bench's output as one finished run of kind "import" on `host_name` (empty: this machine):
+// another machine is known by its name and llama-bench's cpu_info only.
+void import_llama_bench(ResultsDb& db, const std::string& path, const std::string& text, const std::string& host_name) {
+  const LlamaBenchOutput output = read_llama_bench_output(text, path);
+  RunRecord run;
+  run.kind = "import";
+  run.command = "llama-bench output " + valid_utf8(path);
+  run.started_at = output.results.front().test_time.empty() ? utc_timestamp() : output.results.front().test_time;
+  run.git_commit = build_git_commit();
+  run.host = detect_host();
+  if (!host_name.empty() && host_name != run.host.hostname) {
+    run.host = HostInfo{};
+    run.host.hostname = host_name;
+    run.host.cpu_model = output.cpu_info;
+    run.host.fingerprint = host_fingerprint(run.host);
+  }
+  const int64_t run_id = db.add_run(run);
+  for (const ResultRecord& result : output.results) db.add_result(run_id, result);
+  db.finish_run(run_id, output.results.back().test_time);
+  std::printf("run %ld (import): %zu llama-bench tests imported (llama.cpp build %s, %s), host %s\n",
+              static_cast<long>(run_id), output.results.size(), output.results.front().engine_version.c_str(),
+              output.results.front().engine_commit.c_str(), run.host.hostname.c_str());
 }
 
 }  // namespace
 
-void import_runs(ResultsDb& db, const std::string& path, bool resume) {
-  const Json input = read_json(path);
+void import_runs(ResultsDb& db, const std::string& path, bool resume, const std::string& host_name) {
+  const std::string text = read_text(path);
+  if (is_llama_bench_output(text)) {
+    if (resume) fail_file(path, "llama-bench output is imported as a run of its own: no --resume");
+    import_llama_bench(db, path, text, host_name);
+    return;
+  }
+  if (!host_name.empty()) fail_file(path, "--host names the machine of llama-bench output; cpullm's JSON names its own");
+  const Json input = parse_json(path, text);
   const Json documents = input.is_array() ? input : Json::array({input});
   const HostInfo here = detect_host();
   for (size_t i = 0; i < documents.size(); ++i) {

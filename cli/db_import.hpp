@@ -15,6 +15,9 @@ namespace cpullm::cli {
 // be an object). resume: each document's points go into the last unfinished run of its kind and
 // command on its host, skipping case names it has, and a finished_at given finishes that run; else
 // each document is a new run. Prints one line per run. Errors name the file, run and field.
-void import_runs(ResultsDb& db, const std::string& path, bool resume);
+// Or llama.cpp's llama-bench output (-o json, jsonl or sql, llama_bench_output.hpp): one finished
+// run of kind "import", its tests as results of engine llama.cpp, on the machine host_name names
+// (empty: this one).
+void import_runs(ResultsDb& db, const std::string& path, bool resume, const std::string& host_name = "");
 
 }  // namespace cpullm::cli

@@ -1,7 +1,9 @@
 """scripts/nightly: runs a fixed suite (kernel benchmarks, end-to-end `cpullm bench` cases on a
 small synthetic model and the long-context workload), stores it in the database with the commit, compares every case with the
 history of the same host (fingerprint) and case, writes an HTML dashboard with a trend plot per
-case, and exits 1 when a case regressed (docs/nightly.md)."""
+case, and exits 1 when a case regressed (docs/nightly.md). With --peer the end-to-end cases also
+run on a peer engine (llama.cpp), and cpullm's time over the peer's at each case is a case of its
+own: a fall in cpullm's lead is flagged as a slower cpullm is."""
 import argparse
 import datetime
 import json
@@ -71,6 +73,7 @@ def run_e2e(args):
         run([args.cpullm, "gen-model", *MODEL_SHAPE, "-o", model])
     before = newest_run(Database(args.db)) if os.path.exists(args.db) else 0
     extra = ["--inject-delay-ms", str(args.inject_delay_ms)] if args.inject_delay_ms else []
+    extra += ["--engine", args.peer] if args.peer else []
     run([args.cpullm, "bench", "-m", model, *E2E_FLAGS, "-r", str(args.repetitions), "-o", "json", "--db", args.db, *extra])
     after = newest_run(Database(args.db))
     if after == before:
@@ -123,18 +126,39 @@ def run_kernels(args, db, host_run_id):
 
 def history(db, fingerprint):
     """case key -> [(run id, commit, repetition times in ns)], oldest first, over every run of
-    this host. The key is the case name with the model, so a changed suite starts a new history."""
+    this host. The key is the case name with the model, so a changed suite starts a new history.
+    A peer engine's results are not cases of their own (its speed is not cpullm's to keep): each
+    makes a ratio case, "MODEL/CASE vs ENGINE", of cpullm's repetition times at the same point in
+    the same run over the peer's median, so that the lead over the peer shrinking is a regression."""
     rows = db.query("SELECT runs.id AS run_id, runs.git_commit, results.id AS result_id, results.case_name, results.model_type, "
-                    "samples.ns FROM runs JOIN results ON results.run_id = runs.id JOIN samples ON samples.result_id = results.id "
+                    "results.engine, results.model_filename, results.test, results.n_prompt, results.n_gen, results.n_depth, "
+                    "results.n_threads, results.kv_type, samples.ns FROM runs JOIN results ON results.run_id = runs.id "
+                    "JOIN samples ON samples.result_id = results.id "
                     "WHERE runs.fingerprint = ? ORDER BY runs.id, samples.repetition", (fingerprint,))
-    series = {}
+    series, peers = {}, {}
     for row in rows:
+        if row["engine"] not in (None, "cpullm"):
+            peers.setdefault((row["run_id"], point(row)), (row["engine"], []))[1].append(row["ns"])
+            continue
         key = f"{row['model_type']}/{row['case_name']}" if row["model_type"] else row["case_name"]
         runs = series.setdefault(key, [])
         if not runs or runs[-1][0] != row["run_id"]:
-            runs.append((row["run_id"], row["git_commit"] or "unknown", []))
+            runs.append((row["run_id"], row["git_commit"] or "unknown", [], point(row)))
         runs[-1][2].append(row["ns"])
-    return series
+    for key, runs in list(series.items()):
+        for run_id, commit, times, where in runs:
+            if (run_id, where) in peers:
+                engine, peer_times = peers[(run_id, where)]
+                ratio_runs = series.setdefault(f"{key} vs {engine}", [])
+                ratio_runs.append((run_id, commit, [t / float(np.median(peer_times)) for t in times], where))
+    return {key: [r[:3] for r in runs] for key, runs in series.items()}
+
+
+def point(row):
+    """Where a cpullm result and a peer's in one run measured the same thing (as the report's
+    Peers section matches them)."""
+    return (os.path.basename(row["model_filename"] or ""), row["test"], row["n_prompt"], row["n_gen"], row["n_depth"] or 0,
+            row["n_threads"], row["kv_type"] or "f16")
 
 
 def analyse(series, current_runs, args):
@@ -158,7 +182,8 @@ def print_findings(findings):
     for f in findings:
         c = f.comparison
         step = "; step at " + ", ".join(f"run {run} (commit {commit})" for run, commit in f.steps) if f.steps else ""
-        print(f"{c.verdict.upper():12} {f.case}: median {c.baseline_median / 1e6:.4g} -> {c.current_median / 1e6:.4g} ms "
+        unit, scale = ("x the peer's time", 1) if " vs " in f.case else ("ms", 1e6)
+        print(f"{c.verdict.upper():12} {f.case}: median {c.baseline_median / scale:.4g} -> {c.current_median / scale:.4g} {unit} "
               f"({c.change:+.1%}), Mann-Whitney p = {c.p_value:.3g}{step}")
     regressions = sum(f.comparison.verdict == "regression" for f in findings)
     improvements = sum(f.comparison.verdict == "improvement" for f in findings)
@@ -170,9 +195,10 @@ def dashboard(series, findings, path, db_path, host):
     verdicts = {f.case: f for f in findings}
     body = ""
     for case, runs in sorted(series.items()):
-        medians = [np.median(r[2]) / 1e6 for r in runs]
-        low = [np.min(r[2]) / 1e6 for r in runs]
-        high = [np.max(r[2]) / 1e6 for r in runs]
+        scale = 1 if " vs " in case else 1e6  # ratio cases are unitless; the rest ns, drawn as ms
+        medians = [np.median(r[2]) / scale for r in runs]
+        low = [np.min(r[2]) / scale for r in runs]
+        high = [np.max(r[2]) / scale for r in runs]
         fig, ax = page.new_figure(7, 2.6)
         x = np.arange(len(runs))
         finding = verdicts.get(case)
@@ -181,7 +207,7 @@ def dashboard(series, findings, path, db_path, host):
         for run_id, _ in finding.steps if finding else []:
             ax.axvline([r[0] for r in runs].index(run_id) - 0.5, color="#c08000", linestyle="--")
         ax.set_xticks(x, [f"{r[0]}\n{r[1][:8]}" for r in runs], fontsize=6)
-        ax.set_ylabel("ms per repetition")
+        ax.set_ylabel("time over the peer's" if " vs " in case else "ms per repetition")
         verdict = f"{finding.comparison.verdict} ({finding.comparison.change:+.1%}, p = {finding.comparison.p_value:.2g})" if finding else "no history yet"
         body += page.figure(fig, f"{case}: {verdict}",
                             f"measured, {db_path}: runs {', '.join(str(r[0]) for r in runs)} (commits under the run ids); "
@@ -208,6 +234,8 @@ def parse_arguments(argv):
     parser.add_argument("--alpha", type=float, default=0.01, help="significance level of the Mann-Whitney test")
     parser.add_argument("--min-effect", type=float, default=0.10, help="smallest relative change of the median reported")
     parser.add_argument("--inject-delay-ms", type=float, default=0, help="passed to cpullm bench: a deliberately slowed run")
+    parser.add_argument("--peer", help="passed to the end-to-end cpullm bench as --engine (llama.cpp=PATH): the peer's "
+                                       "time at each case becomes a ratio case")
     parser.add_argument("--compare-only", action="store_true", help="run nothing: compare the newest run in --db with its history")
     parser.add_argument("--dashboard", help="HTML dashboard to write (default: next to the database)")
     return parser.parse_args(argv)

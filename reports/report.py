@@ -1,5 +1,5 @@
 """cpullm report: one self-contained HTML file (figures inline as SVG) from the results database:
-latency, throughput and scaling, roofline, the suites' runs against the roofs, sweeps, TCO, GPU
+latency, throughput and scaling, cpullm against its peers (llama.cpp) at the same points, roofline, the suites' runs against the roofs, sweeps, TCO, GPU
 comparison, the seed-claims audit and the runs behind it all; with --json, the TCO and the audit
 as data. Run as `cpullm report [--db FILE|URL] [--runs ID ...] [--assumptions FILE]
 [--gpu-results FILE] [--profile NAME] -o report.html [--json report.json]`."""
@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from tuning.cli_errors import ArgumentParser, fail
 from tuning import files
 
-from . import claims, gpu, gpu_data, inputs, latency, page, predict, provenance, roofs, suites, sweeps, tco, throughput
+from . import claims, gpu, gpu_data, inputs, latency, page, peers, predict, provenance, roofs, suites, sweeps, tco, throughput
 from .resultsdb import Contents, Database, DatabaseError, without_password
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SECTIONS = [latency, throughput, roofs, suites, sweeps, tco, gpu, claims, provenance]
+SECTIONS = [latency, throughput, peers, roofs, suites, sweeps, tco, gpu, claims, provenance]
 
 
 @dataclass
@@ -82,7 +82,8 @@ def main(argv=None):
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     command = shlex.join(without_password(a) for a in (argv if argv is not None else sys.argv[1:]))
     subtitle = (f"Written {now} by: cpullm report {command}; "
-                f"database {without_password(args.db or '(none)')}, {len(contents.runs)} runs, {len(contents.results)} results")
+                f"database {without_password(args.db or '(none)')}, {len(contents.runs)} runs, {len(contents.results)} results "
+                f"of cpullm and {len(contents.peers)} of its peers")
     outputs = [(args.output, page.render("cpullm report", subtitle, sections))]
     if args.json:
         outputs.append((args.json, json.dumps(plain(dict(context.report_data, written_by=subtitle)), indent=1, allow_nan=False) + "\n"))

@@ -43,7 +43,8 @@ class DatabaseError(Exception):
 class Contents:
     """Everything a report shows, loaded once."""
     runs: dict = field(default_factory=dict)     # run id -> runs row
-    results: list = field(default_factory=list)  # results rows, config_json/metrics_json parsed into "config"/"metrics"
+    results: list = field(default_factory=list)  # cpullm's results rows, config_json/metrics_json parsed into "config"/"metrics"
+    peers: list = field(default_factory=list)    # the same of other engines (llama.cpp): only the Peers section reads them
     samples: dict = field(default_factory=dict)  # result id -> samples rows, by repetition
     regions: dict = field(default_factory=dict)  # result id -> regions rows
 
@@ -141,7 +142,7 @@ class Database:
         for row in self.checked("results", self.query("SELECT * FROM results" + run_filter + " ORDER BY id", params)):
             row["config"] = parse_json(row.get("config_json"))
             row["metrics"] = parse_json(row.get("metrics_json"))
-            contents.results.append(row)
+            (contents.results if row.get("engine") in (None, "cpullm") else contents.peers).append(row)
         result_filter = f" WHERE result_id IN (SELECT id FROM results{run_filter})"
         samples = self.query("SELECT * FROM samples" + result_filter + " ORDER BY result_id, repetition", params)
         for row in self.checked("samples", samples):

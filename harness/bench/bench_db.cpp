@@ -60,6 +60,8 @@ ResultRecord result_record(const Record& r, const std::string& test) {
   out.peak_rss_bytes = number_or_none<int64_t>(r, "peak_rss_bytes");
   out.energy_j = number_or_none<double>(r, "energy_j");
   out.test_time = text_or_empty(r, "test_time");
+  out.engine = "cpullm";
+  out.engine_commit = build_git_commit();
 
   Record config = Record::object(), metrics = Record::object();
   for (const char* key : kConfigKeys)

@@ -77,7 +77,8 @@ const ResultColumn columns_of_results[] = {
     {"peak_rss_bytes", &ResultRecord::peak_rss_bytes}, {"energy_j", &ResultRecord::energy_j},
     {"metrics_json", &ResultRecord::metrics_json}, {"test_time", &ResultRecord::test_time},
     {"gen_ts", &ResultRecord::gen_ts},         {"prompt_ts", &ResultRecord::prompt_ts},
-    {"n_depth", &ResultRecord::n_depth},
+    {"n_depth", &ResultRecord::n_depth},       {"engine", &ResultRecord::engine},
+    {"engine_version", &ResultRecord::engine_version}, {"engine_commit", &ResultRecord::engine_commit},
 };
 
 std::string result_column_list() {
@@ -206,9 +207,10 @@ int64_t ResultsDb::add_result(int64_t run_id, const ResultRecord& result) {
     fail_file(connection_->name(), "run {} already has a result for case \"{}\" (case names are unique within a run)", run_id,
               result.case_name);
 
-  ResultRecord row = result;  // with what an empty config_json and test_time stand for
+  ResultRecord row = result;  // with what an empty config_json, test_time and engine stand for
   if (row.config_json.empty()) row.config_json = "{}";
   if (row.test_time.empty()) row.test_time = utc_timestamp();
+  if (row.engine.empty()) row.engine = "cpullm";
   std::vector<SqlValue> values = {run_id};
   for (const auto& column : columns_of_results)
     values.push_back(std::visit([&](auto member) { return to_sql(row.*member); }, column.field));

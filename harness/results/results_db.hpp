@@ -59,6 +59,8 @@ struct ResultRecord {
   std::optional<double> energy_j;
   std::string metrics_json;              // anything else, as a JSON object; empty: NULL
   std::string test_time;                 // ISO 8601 UTC when the point ran; empty: now
+  std::string engine;                    // which engine measured it: cpullm (empty stands for it) or llama.cpp
+  std::string engine_version, engine_commit;  // its version and build commit, where known; empty: NULL
   std::vector<SampleRecord> samples;
   std::vector<RegionRecord> regions;
 };

@@ -81,3 +81,10 @@ ALTER TABLE results ADD COLUMN prompt_ts REAL;  -- n_seq x n_prompt / the prefil
 
 -- migration 4: llama-bench's depth: the positions filled, untimed, before a test (bench -d).
 ALTER TABLE results ADD COLUMN n_depth INTEGER;  -- NULL in results stored before it
+
+-- migration 5: which engine measured a point: cpullm's own runs, or a peer's (llama.cpp's
+-- llama-bench, run by `bench --engine` or imported by `db import`), with its version and build.
+ALTER TABLE results ADD COLUMN engine TEXT;          -- cpullm | llama.cpp
+ALTER TABLE results ADD COLUMN engine_version TEXT;  -- cpullm: its version; llama.cpp: llama-bench's build_number
+ALTER TABLE results ADD COLUMN engine_commit TEXT;   -- the engine's build commit (llama-bench's build_commit)
+UPDATE results SET engine = 'cpullm' WHERE engine IS NULL;

@@ -105,6 +105,31 @@ def test_flat_history_not_flagged(ctx):
     assert "step at" not in result.stdout
 
 
+def test_lead_over_a_peer_shrinking_is_flagged(ctx):
+    """cpullm steady at 10 ms a repetition while the peer at the same point (same run, model file,
+    test, lengths, threads, KV type) speeds up from 20 to 12 ms at commit c10: cpullm's own case
+    is unchanged, the ratio case "... vs llama.cpp" regresses at c10, and the peer's results are
+    no case of their own."""
+    db = Runs()
+    rng = np.random.default_rng(3)
+    point = dict(test="tg", model_filename="models/m.gguf", n_prompt=0, n_gen=16, n_depth=0, n_threads=2, kv_type="f16")
+    for i in range(12):
+        run_id = db.add_run(kind="bench", command="cpullm bench ...", started_at=f"2026-11-{i + 1:02d}T03:00:00Z",
+                            git_commit=f"c{i:02d}", host="h", fingerprint="fp")
+        for case, engine, level in (("tg16/mine", "cpullm", 10e6), ("m/tg16/peer", "llama.cpp", 20e6 if i < 10 else 12e6)):
+            db.add_result(run_id, case_name=case, engine=engine, model_type="llama 5M F32", config_json="{}",
+                          samples=[dict(repetition=rep, ns=float(ns)) for rep, ns in enumerate(rng.normal(level, 0.02 * level, 7))],
+                          **point)
+    path = os.path.join(ctx.workdir, "peer.db")
+    db.write(ctx.cpullm, path)
+    result = nightly("--db", path, "--compare-only", "--dashboard", os.path.join(ctx.workdir, "peer.html"))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert re.search(r"UNCHANGED\s+llama 5M F32/tg16/mine: ", result.stdout), result.stdout
+    assert re.search(r"REGRESSION\s+llama 5M F32/tg16/mine vs llama.cpp: median 0.5\d* -> 0.8\d* x the peer's time.*"
+                     r"step at run 11 \(commit c10\)", result.stdout), result.stdout
+    assert "peer:" not in result.stdout and "2 cases compared" in result.stdout
+
+
 # cpullm bench on nightly's small model, end-to-end cases only (the kernel suite takes a
 # minute or more on a shared 2-core machine). Minimum effect 50%: a shared host's speed can move
 # by up to 2x from one minute to the next, and a second run of the same build can come out 25%

@@ -66,6 +66,9 @@ ResultRecord test_result(const std::string& case_name) {
   r.peak_rss_bytes = int64_t{9} << 30;
   r.metrics_json = R"({"note": "it's quoted"})";  // a quote in a value
   r.test_time = "2026-11-30T10:00:00Z";
+  r.engine = "llama.cpp";  // a peer's point, with its build
+  r.engine_version = "1";
+  r.engine_commit = "de3ff81";
   r.samples = {{0, 1.4e9, 365.7, ""}, {1, 1.6e9, 320.0, R"({"rss": 1})"}};
   r.regions = {{"q_proj", 32, 0.25, 1e12, 4e9, ""}, {"attention", 32, 0.5, 2e11, 1e9, R"({"why": "no PMU"})"}};
   return r;  // tpot_ms, itl_*, energy_j left unmeasured: NULL
@@ -175,7 +178,7 @@ TEST_P(ResultsDbTest, StoresARunAndAResultAndReadsThemBack) {
   EXPECT_FALSE(db.run(run_id).finished_at.empty());
 }
 
-TEST_P(ResultsDbTest, FillsConfigAndTestTimeWhenLeftEmpty) {
+TEST_P(ResultsDbTest, FillsConfigTestTimeAndEngineWhenLeftEmpty) {
   ResultsDb db(location);
   const int64_t run_id = db.begin_run("bench", "cmd", test_host());
   ResultRecord minimal;
@@ -186,6 +189,8 @@ TEST_P(ResultsDbTest, FillsConfigAndTestTimeWhenLeftEmpty) {
   const ResultRecord stored = db.results(run_id).at(0).record;
   EXPECT_EQ(stored.config_json, "{}");
   EXPECT_EQ(stored.test_time.substr(0, 2), "20");
+  EXPECT_EQ(stored.engine, "cpullm");  // a writer that names no engine is cpullm
+  EXPECT_TRUE(stored.engine_commit.empty());
   EXPECT_FALSE(stored.n_threads.has_value());
   EXPECT_TRUE(stored.samples.empty());
 }
@@ -213,6 +218,7 @@ TEST_P(ResultsDbTest, MigratesAVersion1Database) {
   EXPECT_EQ(results[0].record.avg_ts, 12.5);
   EXPECT_EQ(results[0].record.n_threads, 8);
   EXPECT_TRUE(results[0].record.placement.empty());  // a column version 2 added: NULL for old points
+  EXPECT_EQ(results[0].record.engine, "cpullm");      // version 5: every point before it was cpullm's
   // Version 2's columns take values, and its unique (run, case) index holds.
   ResultRecord point = test_result("pp512");
   db.add_result(7, point);
