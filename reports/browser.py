@@ -1,7 +1,8 @@
 """Renders an HTML file in headless Chromium through the DevTools protocol (over a pipe, no
-network port) and returns what a reader would meet: console errors and exceptions, each figure's
-rendered size and number of drawn SVG elements, and a full-page PNG screenshot. Used by the
-report and nightly tests; also `python3 reports/browser.py PAGE.html SHOT.png`."""
+network port) at a given viewport width (a phone's 390 px, a desktop's 1200) and returns what a
+reader would meet: console errors and exceptions, each figure's rendered size, place and number of
+drawn SVG elements, how wide the page body scrolls, and a full-page PNG screenshot. Used by the
+report and nightly tests; also `python3 reports/browser.py PAGE.html SHOT.png [WIDTH]`."""
 import base64
 import json
 import os
@@ -14,12 +15,15 @@ from tuning import files
 
 CHROMIUM_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", "--no-first-run",
                   "--disable-extensions", "--disable-background-networking", "--window-size=1200,900"]
-# Every <figure>: its caption, rendered width/height, and how many SVG shapes it draws.
+# Every <figure>: its caption, rendered width/height, left and right edges, and how many SVG
+# shapes it draws.
 FIGURES_JS = """JSON.stringify(Array.from(document.querySelectorAll('figure')).map(f => {
-  const svg = f.querySelector('svg'); const box = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
-  return {title: f.dataset.title || '', width: box.width, height: box.height,
+  const svg = f.querySelector('svg'); const box = svg ? svg.getBoundingClientRect() : {width: 0, height: 0, left: 0, right: 0};
+  return {title: f.dataset.title || '', width: box.width, height: box.height, left: box.left, right: box.right,
           shapes: svg ? svg.querySelectorAll('path, use, rect, text, image').length : 0};
 }))"""
+# How far the page body scrolls sideways: its scroll width against the viewport's.
+LAYOUT_JS = """JSON.stringify({scroll_width: document.documentElement.scrollWidth, viewport: window.innerWidth})"""
 
 
 class Browser:
@@ -82,18 +86,23 @@ class Browser:
         os.close(self.from_browser)
 
 
-def render(path, screenshot):
-    """(errors, figures) of the page at `path`; the screenshot is written to `screenshot`."""
+def render(path, screenshot, width=1200):
+    """(errors, figures, layout) of the page at `path` in a viewport `width` CSS pixels wide (a
+    phone's at 390: a mobile viewport); the screenshot is written to `screenshot`."""
     browser = Browser()
     try:
         target = browser.send("Target.createTarget", {"url": "about:blank"})["result"]["targetId"]
         session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["result"]["sessionId"]
         for domain in ("Page", "Runtime", "Log"):
             browser.send(f"{domain}.enable", session=session)
+        browser.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": 900, "deviceScaleFactor": 1,
+                                                            "mobile": width < 600}, session=session)
         browser.send("Page.navigate", {"url": "file://" + os.path.abspath(path)}, session=session)
         browser.wait(lambda m: m.get("method") == "Page.loadEventFired")
-        figures = json.loads(browser.send("Runtime.evaluate", {"expression": FIGURES_JS, "returnByValue": True},
-                                          session=session)["result"]["result"]["value"])
+        def evaluate(expression):
+            return json.loads(browser.send("Runtime.evaluate", {"expression": expression, "returnByValue": True},
+                                           session=session)["result"]["result"]["value"])
+        figures, layout = evaluate(FIGURES_JS), evaluate(LAYOUT_JS)
         shot = browser.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}, session=session)
         files.write_output(screenshot, base64.b64decode(shot["result"]["data"]))
         errors = []
@@ -105,12 +114,12 @@ def render(path, screenshot):
                 errors.append(" ".join(str(a.get("value", a.get("description", ""))) for a in params.get("args", [])))
             elif method == "Log.entryAdded" and params["entry"]["level"] == "error":
                 errors.append(params["entry"]["text"] + " " + params["entry"].get("url", ""))
-        return errors, figures
+        return errors, figures, layout
     finally:
         browser.close()
 
 
 if __name__ == "__main__":
-    errors, figures = render(sys.argv[1], sys.argv[2])
-    print(json.dumps({"errors": errors, "figures": figures}, indent=1))
+    errors, figures, layout = render(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 1200)
+    print(json.dumps({"errors": errors, "figures": figures, "layout": layout}, indent=1))
     sys.exit(1 if errors else 0)

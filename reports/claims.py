@@ -1,9 +1,12 @@
-"""Seed-claims audit: each claim C1-C16 of ../shared/seed/README.md, what cpullm measured (the
+"""Seed-claims audit: each claim C1-C16 of the seed article (listed in ../shared/seed), what cpullm measured (the
 database), read from a sourced profile, or predicted, and a verdict computed from those numbers.
 Where the database has no data for a claim, the verdict says so and names the command that would
 measure it; nothing here is a stored answer."""
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from typing import Callable
 from statistics import median
+
+import numpy as np
 
 from . import predict
 from . import tco
@@ -22,7 +25,7 @@ QUALITATIVE = 1.05
 class Verdict:
     claim: str
     evidence: str  # what was measured, read or predicted, with numbers
-    verdict: str   # confirmed | refuted | not testable here | not measured yet
+    verdict: str   # measured pairs: holds | does not hold | inconclusive; else confirmed | refuted | not testable here | not measured yet
     basis: str     # measured | spec | arithmetic | predicted | none
     next_step: str = ""  # what it would take, where the verdict is not final
 
@@ -33,44 +36,118 @@ def option_value(result, option):
     return result.get(option)
 
 
-def paired_ratios(contents, option, is_a, is_b, metric, test=None):
-    """metric(a) / metric(b) over pairs of results on the same host, equal in every option but
-    `option`, where is_a / is_b pick the two values. Returns (ratios, results used)."""
+def paired_results(contents, option, is_a, is_b, test):
+    """Pairs (a results, b results) on the same host, equal in every option but `option`, where
+    is_a / is_b pick the two values; a side may hold several results (the audit's rounds)."""
     groups = {}
     for r in contents.results:
-        if r.get(metric) is None or (test and r.get("test") != test):
+        if r.get("avg_ts") is None or (test and r.get("test") != test):
             continue
         key = (contents.runs[r["run_id"]]["fingerprint"],) + tuple(option_value(r, o) for o in CONFIG_OPTIONS if o != option)
         side = "a" if is_a(option_value(r, option)) else "b" if is_b(option_value(r, option)) else None
         if side:
             groups.setdefault(key, {}).setdefault(side, []).append(r)
-    ratios, used = [], []
-    for sides in groups.values():
-        if "a" in sides and "b" in sides:
-            a = median(r[metric] for r in sides["a"])
-            b = median(r[metric] for r in sides["b"])
-            if b:
-                ratios.append(a / b)
-                used += sides["a"] + sides["b"]
-    return ratios, used
+    return [(sides["a"], sides["b"]) for sides in groups.values() if "a" in sides and "b" in sides]
+
+
+def repetition_rates(contents, results):
+    """Every stored repetition's tokens/s of these results."""
+    return [s["ts"] for r in results for s in contents.samples.get(r["id"], []) if s.get("ts")]
+
+
+def speed_effect(contents, pairs, resamples=2000):
+    """a's tokens/s over b's: the geometric mean over the pairs of the ratio of their repetitions'
+    medians, with a 95% bootstrap interval (each side's repetitions resampled, fixed seed). Pairs
+    with fewer than two repetitions a side take no part; (None, None, None, 0) where none has."""
+    sides = [(np.array(repetition_rates(contents, a)), np.array(repetition_rates(contents, b))) for a, b in pairs]
+    sides = [(x, y) for x, y in sides if len(x) >= 2 and len(y) >= 2]
+    if not sides:
+        return None, None, None, 0
+    effect = float(np.exp(np.mean([np.log(np.median(x) / np.median(y)) for x, y in sides])))
+    rng = np.random.default_rng(0)
+    logs = np.zeros(resamples)
+    for x, y in sides:
+        logs += np.log(np.median(rng.choice(x, (resamples, len(x))), axis=1) / np.median(rng.choice(y, (resamples, len(y))), axis=1))
+    low, high = np.exp(np.percentile(logs / len(sides), [2.5, 97.5]))
+    return effect, float(low), float(high), sum(len(x) + len(y) for x, y in sides)
 
 
 def runs_named(contents, used):
     return ", ".join(f"run {i}" for i in sorted({r["run_id"] for r in used}))
 
 
-def speedup_claim(contents, claim, option, is_a, is_b, metric, test, claimed, how, lower_is_better=False):
-    """A claim that option value a makes `metric` better by the factor `claimed` than value b:
-    confirmed when the median measured factor reaches 80% of the claimed gain."""
-    ratios, used = paired_ratios(contents, option, is_a, is_b, metric, test)
-    if not ratios:
-        return Verdict(claim, "no pair of results differing only in " + option, "not measured yet", "none", how)
-    factor = median(ratios)
-    gain = 1 / factor if lower_is_better else factor
-    confirmed = gain - 1 >= 0.8 * (claimed - 1)
-    return Verdict(claim, f"measured {metric} factor {gain:.2f}x (median of {len(ratios)} pairs; {runs_named(contents, used)}) "
-                          f"against the claimed {claimed:.2f}x", "confirmed" if confirmed else "refuted", "measured",
-                   "" if confirmed else "on this host; the claim was made on the 4-socket E5 box")
+@dataclass(frozen=True)
+class SpeedClaim:
+    """A claim that option value a makes tokens/s (or its inverse, the time per token) better
+    than value b by the factor `claimed`, judged on `test` (tg: decode, pp: prefill)."""
+    title: str
+    option: str
+    is_a: Callable
+    is_b: Callable
+    test: str
+    claimed: float
+    how: str  # the command that measures it
+
+
+# The claims one host can test as pairs; suites/audit.py measures them, speedup_claim judges them.
+SPEED_CLAIMS = {
+    "C5": SpeedClaim("C5: isolcpus=2-31 reserves cores for inference (lower latency)", "cpuset", lambda v: bool(v),
+                     lambda v: not v, "tg", QUALITATIVE,
+                     "cpullm bench -m MODEL -n 32 -t 1 --cpuset 1 --db results.db, and the same without --cpuset "
+                     "(scripts/run-default's audit runs both)"),
+    "C6": SpeedClaim("C6: INT8 weights 3.2x faster than FP32 (13 GB -> 3.25 GB), accuracy loss under 2%", "format",
+                     lambda v: v == "int8-channel", lambda v: v == "f32", "tg", 3.2,
+                     "cpullm bench -m MODEL_f32.gguf,MODEL_int8.gguf -n 32 --db results.db"),
+    "C7": SpeedClaim("C7: Top-K sparsity (20% zeros) gives 1.8x throughput", "sparsity",
+                     lambda v: bool(v) and abs(float(v) - 0.2) < 0.01, lambda v: not v, "tg", 1.8,
+                     "cpullm quantize --sparsity 0.2 then cpullm bench with both files --db results.db"),
+    "C8": SpeedClaim("C8: threads bound (taskset) avoid cross-NUMA scheduling", "binding", lambda v: v in ("compact", "numa"),
+                     lambda v: v == "none", "tg", QUALITATIVE,
+                     "cpullm bench -m MODEL -n 32 --bind none,compact,numa --db results.db (on a multi-node host)"),
+    "C9": SpeedClaim("C9: double buffering (prefetch) gives 22% lower latency", "prefetch", lambda v: v == 1, lambda v: v == 0,
+                     "tg", 1 / 0.78, "cpullm bench -m MODEL -n 32 --prefetch 0,1 --db results.db"),
+    "C10": SpeedClaim("C10: 8x8 tiling of QK^T reduces cache misses (faster attention)", "attn_tile", lambda v: v == "8x8",
+                      lambda v: v not in (None, "", "8x8"), "pp", QUALITATIVE,
+                      "cpullm bench -m MODEL -p 512 -n 0 --attn-tile 8x8,64x64 --db results.db"),
+}
+
+
+def bar(claimed):
+    """The factor a measured effect must reach for a claimed one: 80% of the claimed gain."""
+    return 1 + 0.8 * (claimed - 1)
+
+
+def judge(low, high, claimed):
+    """holds, does not hold or inconclusive: where the interval [low, high] lies against bar()."""
+    return "holds" if low >= bar(claimed) else "does not hold" if high < bar(claimed) else "inconclusive"
+
+
+def speedup_claim(contents, spec):
+    """The verdict on a SpeedClaim. It holds where the interval of the measured factor lies at or
+    above 80% of the claimed gain, does not hold where it lies below, and is inconclusive where it
+    reaches across."""
+    claim, claimed, how = spec.title, spec.claimed, spec.how
+    pairs = paired_results(contents, spec.option, spec.is_a, spec.is_b, spec.test)
+    if not pairs:
+        return Verdict(claim, "no pair of results differing only in " + spec.option, "not measured yet", "none", how)
+    used = [r for a, b in pairs for r in a + b]
+    effect, low, high, count = speed_effect(contents, pairs)
+    if effect is None:
+        ratio = median(median(r["avg_ts"] for r in a) / median(r["avg_ts"] for r in b) for a, b in pairs)
+        return Verdict(claim, f"measured tokens/s factor {ratio:.2f}x ({len(pairs)} pairs; {runs_named(contents, used)}) against the "
+                              f"claimed {claimed:.2f}x, with no repetitions stored to give it an interval", "inconclusive",
+                       "measured", how)
+    verdict = judge(low, high, claimed)
+    note = {"holds": "", "does not hold": "on this host; the claim was made on the 4-socket E5 box",
+            "inconclusive": "more repetitions (CPULLM_AUDIT_BUDGET) or a quieter host"}[verdict]
+    return Verdict(claim, f"measured tokens/s factor {effect:.2f}x, 95% interval {low:.2f}-{high:.2f} ({count} repetitions of "
+                          f"{len(pairs)} pair(s); {runs_named(contents, used)}) against the claimed {claimed:.2f}x "
+                          f"(holds from {bar(claimed):.2f}x)", verdict, "measured", note)
+
+
+def single_node(contents):
+    """Whether every host in the database has one NUMA node (a binding claim cannot be tested there)."""
+    return bool(contents.runs) and all((run.get("numa_nodes") or 1) <= 1 for run in contents.runs.values())
 
 
 def seed_host_runs(contents):
@@ -89,7 +166,7 @@ def audit(contents, context):
 
     measured_cores = f"; measured on the box: {box[0]['cores']} cores, {box[0]['sockets']} sockets" if box else ""
     out.append(Verdict("C1: 4 x E5-4627 v4 with 8 cores / 16 threads each, 32 cores",
-                       f"profile e5-4627v4 (Intel ARK via hardware.md): {sockets} x {cores} = {sockets * cores} cores, no SMT{measured_cores}",
+                       f"profile e5-4627v4 (Intel ARK via reports/data/sources.md): {sockets} x {cores} = {sockets * cores} cores, no SMT{measured_cores}",
                        "refuted" if (box[0]["cores"] if box else sockets * cores) != 32 else "confirmed", "measured" if box else "spec"))
     read = [r for r in contents.results if r.get("test") == "kernel" and r["case_name"].startswith("kernel/memory_read")
             and contents.runs[r["run_id"]] in box and r["metrics"].get("bytes_per_second")]
@@ -109,30 +186,23 @@ def audit(contents, context):
                        f"profile e5-4627v4: {threads_per_core} hardware thread per core (topology pu:{threads_per_core}); TDP {tdp} W",
                        "refuted" if threads_per_core == 1 else "not testable here", "spec",
                        "the part has no Hyper-Threading to switch off, so the 15% cannot come from it; BIOS settings need the box"))
-    out.append(speedup_claim(contents, "C5: isolcpus=2-31 reserves cores for inference (lower latency)", "cpuset",
-                             lambda v: bool(v), lambda v: not v, "itl_p99_ms", "tg", QUALITATIVE,
-                             "cpullm bench -m MODEL -n 64 --cpuset 1 --housekeeping 1 --db results.db (with and without), on a kernel booted with isolcpus",
-                             lower_is_better=True))
+    out.append(speedup_claim(contents, SPEED_CLAIMS["C5"]))
     params = predict.parameters("llama-7b")
-    c6 = speedup_claim(contents, "C6: INT8 weights 3.2x faster than FP32 (13 GB -> 3.25 GB), accuracy loss under 2%", "format",
-                       lambda v: v == "int8-channel", lambda v: v == "f32", "avg_ts", "tg", 3.2,
-                       "cpullm bench -m MODEL_f32.gguf,MODEL_int8.gguf -n 32 --db results.db")
+    c6 = speedup_claim(contents, SPEED_CLAIMS["C6"])
     c6.evidence += (f"; sizes by arithmetic: {params / 1e9:.2f}B parameters are {params * 4 / 1e9:.1f} GB in FP32 "
-                    f"and {params / 1e9:.1f} GB in INT8, not 13 and 3.25 (that is FP16 -> 4-bit); accuracy: cpullm eval-quant "
-                    "(docs/quantization-accuracy.md), not GLUE")
+                    f"and {params / 1e9:.1f} GB in INT8, not 13 and 3.25 (that is FP16 -> 4-bit); " + accuracy_evidence(contents))
+    q8 = speedup_claim(contents, replace(SPEED_CLAIMS["C6"], is_a=lambda v: v == "q8_0"))
+    if q8.basis == "measured":
+        c6.evidence += "; Q8_0 against FP32: " + q8.evidence.removeprefix("measured ")
     out.append(c6)
-    out.append(speedup_claim(contents, "C7: Top-K sparsity (20% zeros) gives 1.8x throughput", "sparsity",
-                             lambda v: v and float(v) > 0, lambda v: not v, "avg_ts", "tg", 1.8,
-                             "cpullm quantize --sparsity 0.2 then cpullm bench with both files --db results.db"))
-    out.append(speedup_claim(contents, "C8: threads bound (taskset) avoid cross-NUMA scheduling", "binding",
-                             lambda v: v in ("compact", "numa"), lambda v: v == "none", "avg_ts", "tg", QUALITATIVE,
-                             "cpullm bench -m MODEL -n 32 --bind none,compact,numa --db results.db (on a multi-node host)"))
-    out.append(speedup_claim(contents, "C9: double buffering (prefetch) gives 22% lower latency", "prefetch",
-                             lambda v: v == 1, lambda v: v == 0, "tpot_ms", "tg", 1 / 0.78,
-                             "cpullm bench -m MODEL -n 32 --prefetch 0,1 --db results.db", lower_is_better=True))
-    out.append(speedup_claim(contents, "C10: 8x8 tiling of QK^T reduces cache misses (faster attention)", "attn_tile",
-                             lambda v: v == "8x8", lambda v: v not in (None, "", "8x8"), "avg_ts", "pp", QUALITATIVE,
-                             "cpullm bench -m MODEL -p 512 --attn-tile 8x8,64x64 --db results.db"))
+    out.append(speedup_claim(contents, SPEED_CLAIMS["C7"]))
+    c8 = speedup_claim(contents, SPEED_CLAIMS["C8"])
+    if c8.verdict == "not measured yet" and single_node(contents):
+        c8 = Verdict(c8.claim, "every host in the database has one NUMA node: no thread can be scheduled across nodes there",
+                     "not testable here", "none", c8.next_step)
+    out.append(c8)
+    out.append(speedup_claim(contents, SPEED_CLAIMS["C9"]))
+    out.append(speedup_claim(contents, SPEED_CLAIMS["C10"]))
     out.append(c11_verdict(contents))
 
     w = a["workload"]
@@ -169,6 +239,18 @@ def audit(contents, context):
                        "confirmed" if ul > eh else "not testable here" if uh > el else "refuted", "predicted",
                        "a run on an 8380 box would confirm it"))
     return out
+
+
+def accuracy_evidence(contents):
+    """What eval-quant measured of INT8 per channel against F32 (the audit stores it: test
+    "accuracy", metrics kl_mean and top1), else where the figures are."""
+    stored = {r["format"]: r for r in contents.results if r.get("test") == "accuracy" and r["metrics"].get("kl_mean") is not None}
+    if "int8-channel" not in stored:
+        return "accuracy: cpullm eval-quant (docs/quantization-accuracy.md), not GLUE"
+    parts = [f"{fmt} mean KL {stored[fmt]['metrics']['kl_mean']:.2e}, top-1 agreement {stored[fmt]['metrics']['top1']:.4f}"
+             for fmt in ("int8-channel", "q8_0") if fmt in stored]
+    return (f"accuracy against F16 by cpullm eval-quant on {stored['int8-channel'].get('model_type') or 'the audit model'} "
+            f"(run {stored['int8-channel']['run_id']}; random weights where the model is synthetic): " + "; ".join(parts) + ", not GLUE")
 
 
 def seed_option(a):
@@ -214,8 +296,9 @@ def c11_verdict(contents):
     limit = f"; copies would save 0%, {processes} processes sharing every page {1 - 1 / processes:.0%}" if processes else ""
     who = f"{processes} processes" if processes else "processes"
     return Verdict(claim, f"measured by cpullm bench --processes: {who} sharing the mapped model saved {saved:.0%} "
-                          f"of its memory{sizes} (the best of {len(sharing)} result(s); {runs_named(contents, sharing)}){limit}",
-                   "confirmed" if saved >= 0.4 * 0.8 else "refuted", "measured")
+                          f"of its memory{sizes} against one process (the best of {len(sharing)} result(s); "
+                          f"{runs_named(contents, sharing)}){limit}",
+                   "holds" if saved >= 0.4 * 0.8 else "does not hold", "measured")
 
 
 def c15_verdict(contents, context, e5):
@@ -258,7 +341,7 @@ def c15_verdict(contents, context, e5):
 
 def build(contents, context):
     def label(v):
-        css = v.verdict if v.verdict in ("confirmed", "refuted") else "untested"
+        css = {"confirmed": "confirmed", "holds": "confirmed", "refuted": "refuted", "does not hold": "refuted"}.get(v.verdict, "untested")
         return f'<span class="{css}">{esc(v.verdict)}</span>'
     verdicts = audit(contents, context)
     context.report_data["claims"] = [asdict(v) for v in verdicts]

@@ -2,12 +2,12 @@
 percentiles cpullm bench recorded, and the spread of the repetitions."""
 import numpy as np
 
-from .page import Section, esc, figure, new_figure, no_data, number, runs_source, table
+from .page import Section, configuration_label, esc, figure, log_axis, new_figure, no_data, number, runs_source, table
 
 
 def configuration(result):
-    """The short label of a point: its case name, else its main options."""
-    return result.get("case_name") or f"{result.get('format')}/t{result.get('n_threads')}"
+    """A point's label in words, with its run: two runs of one configuration stay apart."""
+    return f"{configuration_label(result)} (run {result['run_id']})"
 
 
 def repetition_ms_per_token(result, samples):
@@ -42,7 +42,7 @@ def build(contents, context):
     ax_tpot.barh(y, tpot, color="#dd8452", xerr=[np.clip(tpot - p50, 0, None), np.clip(p99 - tpot, 0, None)])
     ax_tpot.set_xlabel("time per output token (ms), whiskers ITL p50..p99")
     for ax in (ax_ttft, ax_tpot):
-        ax.set_xscale("log")  # points from a laptop-sized model to LLaMA-7B span decades
+        log_axis(ax)  # points from a laptop-sized model to LLaMA-7B span decades
     ax_ttft.invert_yaxis()
     body += figure(fig, "Time to first token and time per output token", runs_source(contents.runs, shown))
 

@@ -13,6 +13,7 @@ from markupsafe import Markup, escape
 
 matplotlib.use("Agg")  # no display: figures are rendered to SVG text
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 
 TEMPLATES = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.dirname(os.path.abspath(__file__))),
                                autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -61,6 +62,23 @@ def new_figure(width=7.0, height=3.6, columns=1, **options):
     return plt.subplots(1, columns, figsize=(width, height), layout="constrained", **options)
 
 
+def log_axis(ax, axis="x"):
+    """A log scale whose labels never run into each other: at most four labelled decades, and
+    within a view of less than one decade the 2s and 5s labelled instead (matplotlib labels every
+    minor tick there, which overlap in a narrow axes)."""
+    scale = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+    scale.set_major_locator(ticker.LogLocator(base=10, numticks=4))
+    scale.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    low, high = sorted(scale.get_view_interval())
+    if low > 0 and high / low < 10:
+        scale.set_minor_locator(ticker.LogLocator(base=10, subs=(2.0, 5.0)))
+        scale.set_minor_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    else:
+        scale.set_minor_formatter(ticker.NullFormatter())
+    ax.tick_params(axis=axis, which="both", labelsize=7)
+
+
 def figure(fig, title, source):
     """The figure as inline SVG inside <figure>, its source (runs or model) in the caption."""
     buffer = io.StringIO()
@@ -69,6 +87,28 @@ def figure(fig, title, source):
     svg = buffer.getvalue()
     svg = svg[svg.index("<svg"):]  # drop the XML prolog and doctype: not allowed inside HTML
     return str(FRAGMENTS.figure(title, Markup(svg), source))
+
+
+def configuration_label(r):
+    """A point in words, e.g. "q4_0 · tg16 · 4 seq · 1 thread": its format, test and what sets it
+    apart from the defaults (ISA, tile, binding, placement, KV type, prefetch, CPU set)."""
+    test = {"pp": f"pp{r.get('n_prompt')}", "tg": f"tg{r.get('n_gen')}",
+            "pg": f"pp{r.get('n_prompt')}+tg{r.get('n_gen')}"}.get(r.get("test"), r.get("test") or "")
+    if r.get("n_depth"):
+        test += f" @ d{r['n_depth']}"
+    sparsity = (r.get("config") or {}).get("sparsity")
+    parts = [(r.get("format") or "?") + (f" sparse {float(sparsity):.0%}" if sparsity else ""), test]
+    if (r.get("n_seq") or 1) > 1:
+        parts.append(f"{r['n_seq']} seq")
+    if r.get("n_threads") is not None:
+        parts.append(f"{r['n_threads']} thread" + ("s" if r["n_threads"] != 1 else ""))
+    for key, default, shown in (("isa", None, "{}"), ("attn_tile", "64x64", "tile {}"), ("binding", "none", "bind {}"),
+                                ("placement", "first-touch", "{}"), ("kv_type", "f16", "{} KV"), ("cpuset", None, "CPUs {}")):
+        if r.get(key) and r.get(key) != default:
+            parts.append(shown.format(r[key]))
+    if r.get("prefetch"):
+        parts.append("prefetch")
+    return " \u00b7 ".join(p for p in parts if p)
 
 
 def runs_source(runs, results):

@@ -75,7 +75,7 @@ def ratio_table(rows):
               with_spread(c["peer"]), f"{c['ratio']:.2f} [{c['low']:.2f}, {c['high']:.2f}]", verdict(c)]
              for c in rows]
     return table(["format", "model file", "test", "threads", "KV", "cpullm tokens/s", "peer", "peer tokens/s",
-                  "cpullm / peer [range]", "verdict"], cells, "wide")
+                  "cpullm / peer [range]", "verdict"], cells)
 
 
 def ratio_figure(rows, runs):

@@ -2,7 +2,7 @@
 batch) and the best measured configuration for each objective."""
 import numpy as np
 
-from .page import Section, esc, figure, new_figure, no_data, number, runs_source, table
+from .page import Section, configuration_label, esc, figure, new_figure, no_data, number, runs_source, table
 
 # (row option, column option, how to measure) of each heatmap.
 HEATMAPS = [
@@ -56,9 +56,9 @@ def best_configurations(contents):
             continue
         best = (max if larger else min)(candidates, key=lambda r: r[metric])
         run = contents.runs[best["run_id"]]
-        rows.append([esc(objective), number(best[metric]), esc(best["case_name"]),
-                     f"<code>{esc(best['config_json'])}</code>", esc(f"run {best['run_id']} on {run['host']}")])
-    return table(["objective", "best value", "case", "configuration", "measured"], rows)
+        rows.append([esc(objective), number(best[metric]), esc(configuration_label(best)), esc(best.get("model_type") or ""),
+                     esc(f"run {best['run_id']} on {run['host']}")])
+    return table(["objective", "best value", "configuration", "model", "measured"], rows)
 
 
 def build(contents, context):

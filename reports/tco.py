@@ -250,7 +250,17 @@ def interval_text(serving):
     return number(float(value)) if low == high else f"{number(float(value))} ({number(float(low))}\u2013{number(float(high))})"
 
 
+# The unit of each assumption, by its key (a price in the file's currency).
+UNITS = {"amortisation_years": "years", "residual_value_fraction": "share of the price", "electricity_per_kwh": "{c} per kWh",
+         "pue": "facility W per IT W", "max_utilisation": "share of the day", "rack_per_unit_per_month": "{c} per U per month",
+         "bandwidth": "share of the roof", "compute": "share of the roof", "price": "{c}", "platform_idle_w": "W",
+         "platform_load_w": "W", "rack_units": "U", "price_per_hour": "{c} per hour"}
+
+
 def assumptions_table(a, facts):
+    """Every assumption as a row: name, value, its range, unit and source."""
+    def unit(key):
+        return UNITS.get(key, "").format(c=a["currency"])
     rows = []
     for label, path in [(n, (n,)) for n in inputs.GLOBAL_QUANTITIES] + [(f"{n} efficiency", ("prediction_efficiency", n))
                                                                         for n in ("bandwidth", "compute")]:
@@ -259,15 +269,16 @@ def assumptions_table(a, facts):
             q = q[key]
         low, high = inputs.span(q)
         rows.append([esc(label), number(float(inputs.value(q))), "" if low == high else f"{number(float(low))}\u2013{number(float(high))}",
-                     esc(inputs.cite(q, facts))])
+                     esc(unit(path[-1])), esc(inputs.cite(q, facts))])
     for option in a["options"]:
         for acquisition, keys in (("own", inputs.OWN), ("rent", inputs.RENT)):
             for key in keys if acquisition in option else []:
                 q = option[acquisition][key]
                 low, high = inputs.span(q)
                 rows.append([esc(f"{option['name']}: {key.replace('_', ' ')} ({acquisition})"), number(float(inputs.value(q))),
-                             "" if low == high else f"{number(float(low))}\u2013{number(float(high))}", esc(inputs.cite(q, facts))])
-    return table(["assumption", "value", "range", "source (date, address)"], rows)
+                             "" if low == high else f"{number(float(low))}\u2013{number(float(high))}", esc(unit(key)),
+                             esc(inputs.cite(q, facts))])
+    return table(["assumption", "value", "range", "unit", "source (date, address)"], rows)
 
 
 def sensitivity_figures(rows_by_pair, a):

@@ -3,7 +3,7 @@ placement and context depth (llama-bench's -d), each plotted where the database 
 workload (batch 32, prompt 512) on its own."""
 from collections import defaultdict
 
-from .page import Section, esc, figure, new_figure, no_data, number, runs_source, table
+from .page import Section, configuration_label, esc, figure, new_figure, no_data, number, runs_source, table
 
 # (option, axis label, how to measure it) for each scaling figure.
 DIMENSIONS = [
@@ -36,16 +36,22 @@ def scaling_figure(contents, option, label):
     if not groups:
         return None
     fig, ax = new_figure()
+    # A categorical option (format, placement) gets bars side by side; a numeric one lines.
     categorical = any(isinstance(v, str) for points in groups.values() for v in points)
     categories = sorted({v for points in groups.values() for v in points}, key=str)
+    shown = list(groups.items())[:10]
+    width = 0.8 / len(shown)
     used = []
-    for key, points in list(groups.items())[:10]:
+    for i, (key, points) in enumerate(shown):
         values = sorted(points, key=lambda v: categories.index(v) if categorical else v)
-        xs = [categories.index(v) for v in values] if categorical else values
         first = points[values[0]]
         kv = f" {first['kv_type']} KV" if first.get("kv_type") else ""
-        ax.plot(xs, [points[v]["avg_ts"] for v in values], marker="o",
-                label=f"{phase(first)} {first.get('format') or ''} {first.get('model_type') or ''} t{first.get('n_threads')}{kv}")
+        legend = f"{phase(first)} {first.get('format') or ''} {first.get('model_type') or ''} t{first.get('n_threads')}{kv}"
+        if categorical:
+            ax.bar([categories.index(v) + (i - (len(shown) - 1) / 2) * width for v in values],
+                   [points[v]["avg_ts"] for v in values], width, label=legend)
+        else:
+            ax.plot(values, [points[v]["avg_ts"] for v in values], marker="o", label=legend)
         used += points.values()
     if categorical:
         ax.set_xticks(range(len(categories)), categories)
@@ -60,10 +66,9 @@ def seed_workload(contents):
     if not seed:
         return no_data("the seed's workload (LLaMA-7B shape, 32 sequences, 512-token prompts)",
                        "cpullm bench --workload seed --db results.db")
-    rows = [[esc(r["case_name"]), esc(r.get("model_type")), esc(r.get("format")), number(r.get("n_threads")),
-             number(r.get("avg_ts")), number(r.get("ttft_ms")), number(r.get("tpot_ms")),
-             esc(contents.runs[r["run_id"]]["host"]), esc(r["run_id"])] for r in seed]
-    return table(["case", "model", "format", "threads", "tokens/s", "TTFT ms", "TPOT ms", "host", "run"], rows)
+    rows = [[esc(configuration_label(r)), esc(r.get("model_type")), number(r.get("avg_ts")), number(r.get("ttft_ms")),
+             number(r.get("tpot_ms")), esc(contents.runs[r["run_id"]]["host"]), esc(r["run_id"])] for r in seed]
+    return table(["configuration", "model", "tokens/s", "TTFT ms", "TPOT ms", "host", "run"], rows)
 
 
 def sharing_results(contents):
@@ -79,12 +84,12 @@ def memory_sharing(contents):
 
     def in_mib(value):
         return number(value / mib) if value is not None else number(None)
-    rows = [[esc(r["case_name"]), esc(r.get("model_type")), number(r["config"].get("processes")),
+    rows = [[esc(configuration_label(r)), esc(r.get("model_type")), number(r["config"].get("processes")),
              in_mib(r["metrics"].get("model_sum_rss_bytes")), in_mib(r["metrics"].get("model_sum_pss_bytes")),
              f"{r['metrics']['model_saved_fraction']:.1%}",
              f"{r['metrics']['saved_fraction']:.1%}" if r["metrics"].get("saved_fraction") is not None else number(None),
              esc(contents.runs[r["run_id"]]["host"]), esc(r["run_id"])] for r in sharing]
-    return table(["case", "model", "processes", "model Rss MiB (sum)", "model Pss MiB (sum)", "model's memory saved",
+    return table(["configuration", "model", "processes", "model Rss MiB (sum)", "model Pss MiB (sum)", "model's memory saved",
                   "whole processes saved", "host", "run"], rows)
 
 

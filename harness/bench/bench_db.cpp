@@ -8,7 +8,7 @@ constexpr const char* kConfigKeys[] = {"model_filename", "n_prompt", "n_gen", "n
                                        "isa", "attn_tile", "binding", "cpuset", "housekeeping", "numa",
                                        "placement", "kv_type", "prefetch", "cold", "inject_delay_ms",
                                        "repetitions", "rate", "requests", "processes", "ttft_bound_ms",
-                                       "tpot_bound_ms"};
+                                       "tpot_bound_ms", "sparsity"};
 
 std::string text_or_empty(const Record& r, const char* key) {
   return r.contains(key) && r[key].is_string() ? r[key].get<std::string>() : "";

@@ -44,6 +44,7 @@ void add_dimensions(Record& r, const BenchPoint& p, const RunReport& machine, co
   r["test"] = test;
   r["case_name"] = case_name;
   r["format"] = model.format;
+  r["sparsity"] = model.sparsity;
   r["isa"] = std::string(isa_name(machine.kernels.isa));
   r["attn_tile"] = p.attn_tile;
   r["binding"] = machine.binding;
