@@ -396,7 +396,7 @@ def tune_this_box(args, plan, profile):
 
     def remeasure(point, level):
         t = threads_of(point)
-        fresh = measure_rates(args.cpullm, point_formats(shape, point, sweep.source_format), [t], isa, decode_shape,
+        fresh = measure_rates(args.cpullm, point_formats(shape, point), [t], isa, decode_shape,
                               set_mib, step_tokens([point], workload), 1)[t]
         paired_rates.setdefault((sp.point_key(point), level), []).append(fresh)
 

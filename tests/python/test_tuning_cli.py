@@ -122,6 +122,21 @@ def test_tune_plans_a_model_too_large_for_this_machine(ctx):
     assert os.stat(model).st_blocks * 512 < 1 << 20  # nothing was read
 
 
+def test_tune_this_box_sweeps_a_model_that_fits(ctx):
+    """`tune --hardware host` on a model that fits runs its sweep, re-measuring the kernel rates
+    before each run (what scripts/run-default does), and writes its best configurations."""
+    model = os.path.join(ctx.workdir, "tune-host-tiny.gguf")
+    write_tiny_model(ctx.cpullm, model)
+    space = os.path.join(ctx.workdir, "tune-host.toml")
+    with open(space, "w") as f:
+        f.write('[values]\nthreads = [1]\nformat = ["f32", "q8_0"]\n[workload]\nprompt = 16\ngen = 8\n')
+    out_dir = os.path.join(ctx.workdir, "tune-host")
+    out = run([ctx.cpullm, "tune", "--hardware", "host", "-m", model, "--space", space, "--budget", "60s",
+               "--out", out_dir], timeout=600).stdout
+    assert "sweep (budget" in out and "predicted" in out.lower(), out
+    assert any(name.startswith("best-") and name.endswith(".toml") for name in os.listdir(out_dir)), os.listdir(out_dir)
+
+
 def test_page_check_reads_the_model_files_pages(ctx):
     # tune's check of the model's own pages against fresh memory: bench_kernels' memory_read_file
     # over the file's mapping, interleaved with memory_read. A file that cannot be mapped is an
