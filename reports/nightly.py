@@ -19,6 +19,7 @@ from tuning.cli_errors import os_error
 
 from . import page
 from . import regression
+from .peers import same_point
 from .resultsdb import Database, DatabaseError
 
 # The end-to-end cases: one prompt and one generation test on a 4-layer model of 256 wide,
@@ -138,12 +139,12 @@ def history(db, fingerprint):
     series, peers = {}, {}
     for row in rows:
         if row["engine"] not in (None, "cpullm"):
-            peers.setdefault((row["run_id"], point(row)), (row["engine"], []))[1].append(row["ns"])
+            peers.setdefault((row["run_id"], same_point(row)), (row["engine"], []))[1].append(row["ns"])
             continue
         key = f"{row['model_type']}/{row['case_name']}" if row["model_type"] else row["case_name"]
         runs = series.setdefault(key, [])
         if not runs or runs[-1][0] != row["run_id"]:
-            runs.append((row["run_id"], row["git_commit"] or "unknown", [], point(row)))
+            runs.append((row["run_id"], row["git_commit"] or "unknown", [], same_point(row)))
         runs[-1][2].append(row["ns"])
     for key, runs in list(series.items()):
         for run_id, commit, times, where in runs:
@@ -152,13 +153,6 @@ def history(db, fingerprint):
                 ratio_runs = series.setdefault(f"{key} vs {engine}", [])
                 ratio_runs.append((run_id, commit, [t / float(np.median(peer_times)) for t in times], where))
     return {key: [r[:3] for r in runs] for key, runs in series.items()}
-
-
-def point(row):
-    """Where a cpullm result and a peer's in one run measured the same thing (as the report's
-    Peers section matches them)."""
-    return (os.path.basename(row["model_filename"] or ""), row["test"], row["n_prompt"], row["n_gen"], row["n_depth"] or 0,
-            row["n_threads"], row["kv_type"] or "f16")
 
 
 def analyse(series, current_runs, args):

@@ -89,13 +89,17 @@ def figure(fig, title, source):
     return str(FRAGMENTS.figure(title, Markup(svg), source))
 
 
+def test_label(r):
+    """llama-bench's name of a result's test: pp512, tg128, pp512+tg128, "tg128 @ d8192" at a depth."""
+    test = {"pp": f"pp{r.get('n_prompt')}", "tg": f"tg{r.get('n_gen')}",
+            "pg": f"pp{r.get('n_prompt')}+tg{r.get('n_gen')}"}.get(r.get("test"), r.get("test") or "")
+    return test + (f" @ d{r['n_depth']}" if r.get("n_depth") else "")
+
+
 def configuration_label(r):
     """A point in words, e.g. "q4_0 · tg16 · 4 seq · 1 thread": its format, test and what sets it
     apart from the defaults (ISA, tile, binding, placement, KV type, prefetch, CPU set)."""
-    test = {"pp": f"pp{r.get('n_prompt')}", "tg": f"tg{r.get('n_gen')}",
-            "pg": f"pp{r.get('n_prompt')}+tg{r.get('n_gen')}"}.get(r.get("test"), r.get("test") or "")
-    if r.get("n_depth"):
-        test += f" @ d{r['n_depth']}"
+    test = test_label(r)
     sparsity = (r.get("config") or {}).get("sparsity")
     parts = [(r.get("format") or "?") + (f" sparse {float(sparsity):.0%}" if sparsity else ""), test]
     if (r.get("n_seq") or 1) > 1:

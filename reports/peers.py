@@ -7,19 +7,23 @@ and phase."""
 import os
 from collections import defaultdict
 
-from .page import Section, esc, figure, new_figure, no_data, number, runs_source, table
+from .page import Section, esc, figure, new_figure, no_data, number, runs_source, table, test_label
 
 PHASES = {"tg": "decode", "pp": "prefill", "pg": "prefill+decode"}
 HOW = ("cpullm bench -m MODEL -p 512 -n 128 --engine llama.cpp=LLAMA_BUILD/bin --db results.db, or import "
        "llama-bench output: cpullm db --db results.db import llama-bench.json (scripts/peer-llamacpp builds llama.cpp)")
 
 
+def same_point(result):
+    """What makes a cpullm result and a peer's on one host comparable: model file, test, lengths,
+    depth, threads and KV type (each engine's default is F16). scripts/nightly matches by it too."""
+    return (os.path.basename(result.get("model_filename") or ""), result.get("test"), result.get("n_prompt"),
+            result.get("n_gen"), result.get("n_depth") or 0, result.get("n_threads"), result.get("kv_type") or "f16")
+
+
 def point(contents, result):
-    """What makes a cpullm result and a peer's comparable: host, model file, test, lengths, threads
-    and KV type (each engine's default is F16)."""
-    return (contents.runs[result["run_id"]]["fingerprint"], os.path.basename(result.get("model_filename") or ""),
-            result.get("test"), result.get("n_prompt"), result.get("n_gen"), result.get("n_depth") or 0,
-            result.get("n_threads"), result.get("kv_type") or "f16")
+    """same_point on the result's host."""
+    return (contents.runs[result["run_id"]]["fingerprint"],) + same_point(result)
 
 
 def comparisons(contents):
@@ -45,11 +49,6 @@ def comparison(mine, peer):
             "low": (m - dm) / (p + dp), "high": (m + dm) / (p - dp) if p > dp else float("inf")}
 
 
-def test_name(r):
-    name = {"pp": f"pp{r.get('n_prompt')}", "tg": f"tg{r.get('n_gen')}"}.get(r["test"], f"pp{r.get('n_prompt')}+tg{r.get('n_gen')}")
-    return name + (f" @ d{r['n_depth']}" if r.get("n_depth") else "")
-
-
 def engine_name(r):
     build = " ".join(x for x in (f"build {r['engine_version']}" if r.get("engine_version") else "",
                                  r.get("engine_commit") or "") if x)
@@ -70,7 +69,7 @@ def with_spread(r):
 
 def ratio_table(rows):
     cells = [[esc(c["cpullm"].get("format")), esc(os.path.basename(c["cpullm"].get("model_filename") or "")),
-              esc(f"{PHASES[c['cpullm']['test']]}: {test_name(c['cpullm'])}"), number(c["cpullm"].get("n_threads")),
+              esc(f"{PHASES[c['cpullm']['test']]}: {test_label(c['cpullm'])}"), number(c["cpullm"].get("n_threads")),
               esc(c["cpullm"].get("kv_type") or "f16"), with_spread(c["cpullm"]), esc(engine_name(c["peer"])),
               with_spread(c["peer"]), f"{c['ratio']:.2f} [{c['low']:.2f}, {c['high']:.2f}]", verdict(c)]
              for c in rows]

@@ -44,11 +44,20 @@ def run(cmd, **kw):
     return done.stdout
 
 
+def has_accuracy(args):
+    """Whether the database already holds eval-quant's accuracy of this model's variants."""
+    if not os.path.exists(args.db):
+        return False
+    rows = Database(args.db).query("SELECT 1 FROM results WHERE test = 'accuracy' AND model_filename = ?", (args.model,))
+    return bool(rows)
+
+
 def variants(args):
-    """The model in each format the claims compare, written by eval-quant (which scores each
-    against the F16 source on the way); returns {format: path}."""
+    """The model in each format the claims compare, written by eval-quant, which scores each
+    against the F16 source on the way; returns ({format: path}, the scores or None). eval-quant
+    runs where a variant is missing or the database lacks the scores."""
     paths = {fmt: os.path.join(args.work, f"{fmt}.gguf") for fmt in FORMATS}
-    if all(os.path.exists(p) for p in paths.values()) and not args.accuracy_again:
+    if all(os.path.exists(p) for p in paths.values()) and has_accuracy(args) and not args.accuracy_again:
         return paths, None
     os.makedirs(args.work, exist_ok=True)
     scores = json.loads(run([args.cpullm, "eval-quant", "-m", args.model, "--formats", ",".join(FORMATS), "--files", args.work,

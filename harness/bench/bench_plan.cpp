@@ -5,26 +5,17 @@
 #include <filesystem>
 
 #include "engine/util/text.hpp"
+#include "harness/results/llama_bench_output.hpp"
 
 namespace cpullm {
 
-namespace {
-
-std::string tests_of(int64_t n_prompt, int64_t n_gen) {
-  if (n_gen == 0) return fmt::format("pp{}", n_prompt);
-  if (n_prompt == 0) return fmt::format("tg{}", n_gen);
-  return fmt::format("pp{}+tg{}", n_prompt, n_gen);
-}
-
-}  // namespace
-
 std::string BenchPoint::test_name() const {
-  return tests_of(n_prompt, n_gen) + (n_depth > 0 ? fmt::format(" @ d{}", n_depth) : "");
+  return llama_bench_test_name(n_prompt, n_gen) + (n_depth > 0 ? fmt::format(" @ d{}", n_depth) : "");
 }
 
 std::string BenchPoint::case_name() const {
   return fmt::format("{}/{}/t{}/b{}/np{}/{}/{}/{}/{}/{}/prefetch{}{}", valid_utf8(std::filesystem::path(model).stem().string()),
-                     tests_of(n_prompt, n_gen) + (n_depth > 0 ? fmt::format("@d{}", n_depth) : ""), threads, n_batch, n_seq,
+                     llama_bench_test_name(n_prompt, n_gen) + (n_depth > 0 ? fmt::format("@d{}", n_depth) : ""), threads, n_batch, n_seq,
                      isa.empty() ? "best" : isa, attn_tile, binding, placement, kv_type, prefetch ? 1 : 0,
                      cold ? "/cold" : "");
 }

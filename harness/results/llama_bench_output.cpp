@@ -82,13 +82,6 @@ std::string format_of(const std::string& model_type) {
   return type;
 }
 
-// llama-bench's test name: pp512, tg128, pp512+tg128, with " @ d8192" at a depth.
-std::string test_name(int64_t n_prompt, int64_t n_gen) {
-  if (n_gen == 0) return fmt::format("pp{}", n_prompt);
-  if (n_prompt == 0) return fmt::format("tg{}", n_gen);
-  return fmt::format("pp{}+tg{}", n_prompt, n_gen);
-}
-
 ResultRecord read_test(const Test& t) {
   ResultRecord r;
   r.engine = "llama.cpp";
@@ -137,7 +130,7 @@ ResultRecord read_test(const Test& t) {
   const std::string flash = t.has("flash_attn") ? std::to_string(t.integer("flash_attn")) : "-";
   const std::string ubatch = t.has("n_ubatch") ? std::to_string(t.integer("n_ubatch")) : "-";
   r.case_name = fmt::format("{}/{}{}/t{}/b{}/ub{}/fa{}/k{}", valid_utf8(std::filesystem::path(r.model_filename).stem().string()),
-                            test_name(n_prompt, n_gen), n_depth > 0 ? fmt::format("@d{}", n_depth) : "", *r.n_threads,
+                            llama_bench_test_name(n_prompt, n_gen), n_depth > 0 ? fmt::format("@d{}", n_depth) : "", *r.n_threads,
                             r.n_batch ? std::to_string(*r.n_batch) : "-", ubatch, flash, r.kv_type);
   return r;
 }
@@ -210,6 +203,12 @@ std::vector<Json> json_tests(const std::string& text, const std::string& path) {
 }
 
 }  // namespace
+
+std::string llama_bench_test_name(int64_t n_prompt, int64_t n_gen) {
+  if (n_gen == 0) return fmt::format("pp{}", n_prompt);
+  if (n_prompt == 0) return fmt::format("tg{}", n_gen);
+  return fmt::format("pp{}+tg{}", n_prompt, n_gen);
+}
 
 bool is_llama_bench_output(const std::string& text) {
   if (text.find("INSERT INTO llama_bench (") != std::string::npos ||

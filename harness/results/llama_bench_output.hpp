@@ -4,6 +4,7 @@
 // side by side (docs/bench.md, "Peers in the database"). `cpullm db import` reads files written
 // elsewhere; `bench --engine llama.cpp` reads the output of the llama-bench it runs.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,9 @@ struct LlamaBenchOutput {
   std::string cpu_info;               // llama-bench's cpu_info (of the first test)
   std::vector<ResultRecord> results;  // one per test, in the order written
 };
+
+// llama-bench's name of a test without its depth: pp512, tg128, pp512+tg128 (cpullm bench's too).
+std::string llama_bench_test_name(int64_t n_prompt, int64_t n_gen);
 
 // Whether text is llama-bench output in one of its formats: a JSON array of tests, JSON lines of
 // tests (a test: an object with build_commit and avg_ts), or SQL inserting into llama_bench.
