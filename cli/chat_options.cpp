@@ -33,6 +33,8 @@ std::vector<ChatMessage> read_messages(const std::string& path) {
   return messages;
 }
 
+}  // namespace
+
 ChatTemplate chosen_template(const ChatOptions& o, const GgufFile& file) {
   if (o.template_choice.empty()) return chat_template_of(file);
   std::error_code ec;
@@ -41,8 +43,6 @@ ChatTemplate chosen_template(const ChatOptions& o, const GgufFile& file) {
                                    o.template_choice);
   return chat_template_named(o.template_choice);
 }
-
-}  // namespace
 
 void add_chat_options(CLI::App& command, ChatOptions& o) {
   CLI::Option* chat = command.add_flag(
@@ -69,10 +69,7 @@ ChatPrompt chat_prompt(const ChatOptions& o, const std::string& user, const Gguf
     if (!o.system.empty()) messages.push_back({"system", o.system});
     messages.push_back({"user", user});
   }
-  const ChatTemplate chat = chosen_template(o, file);
-  auto piece = [&](int32_t id) { return id >= 0 ? tokenizer.piece(id) : std::string(); };
-  const RenderedChat rendered = render_chat(chat, messages, piece(tokenizer.bos()), piece(tokenizer.eos()));
-  return {rendered.text, tokenizer.encode_chat(rendered.text, rendered.literal)};
+  return encode_conversation(chosen_template(o, file), messages, tokenizer);
 }
 
 }  // namespace cpullm::cli

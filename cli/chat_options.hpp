@@ -6,9 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "engine/tokenizer/chat_template.hpp"
+
 namespace cpullm {
 class GgufFile;
-class Tokenizer;
 }  // namespace cpullm
 
 namespace cpullm::cli {
@@ -22,10 +23,8 @@ struct ChatOptions {
 
 void add_chat_options(CLI::App& command, ChatOptions& options);
 
-struct ChatPrompt {
-  std::string text;             // the rendered conversation
-  std::vector<int32_t> tokens;  // its token ids
-};
+// --chat-template's choice (a name, or a Jinja file to recognise), else the file's own template.
+ChatTemplate chosen_template(const ChatOptions& options, const GgufFile& file);
 
 // The conversation (--messages, or --system and `user`) in the chosen template, tokenized.
 ChatPrompt chat_prompt(const ChatOptions& options, const std::string& user, const GgufFile& file,

@@ -28,6 +28,7 @@
 #include "harness/results/results_db.hpp"
 #include "engine/model/kv_cache.hpp"
 #include "engine/util/error.hpp"
+#include "engine/util/input_file.hpp"
 #include "engine/util/text.hpp"
 
 namespace cpullm::cli {
@@ -65,6 +66,11 @@ struct BenchOptions {
   bool search_rate = false;
   int search_steps = 4;
   int processes = 0;
+  ServiceLevels slo;         // --slo-ttft, --slo-tpot: goodput's per-request bounds
+  std::string url;           // --url: the load scenario against a server
+  double duration_s = 0;     // --duration: arrivals for this long instead of --requests
+  std::string prompts_file;  // --prompts: texts for --url's requests
+  std::string label;         // --label: the server's name in the results
   std::vector<std::string> engines;  // --engine: peers measured at every point beside cpullm
 };
 
@@ -158,6 +164,19 @@ std::string& bench_command_line() {
   return text;
 }
 
+std::vector<double> load_rates(const BenchOptions& o) {
+  std::vector<double> rates;
+  for (const auto& text : o.rates) {
+    try {
+      rates.push_back(std::stod(text));
+    } catch (const std::exception&) {
+      fail("--rate: '{}' is not a number of requests per second", text);
+    }
+    if (!(rates.back() > 0)) fail("--rate: {} is not a positive rate", text);
+  }
+  return rates;
+}
+
 // --load: the configuration's model serves requests at each --rate, then (--search-rate) at
 // the rates the search probes. Every run is one record.
 void run_load_scenario(const BenchOptions& o, const BenchPoint& point, DbRun& db) {
@@ -177,20 +196,12 @@ void run_load_scenario(const BenchOptions& o, const BenchPoint& point, DbRun& db
     if (measured.contains(rate)) return measured[rate];
     settings.rate = rate;
     std::fprintf(stderr, "cpullm: bench: load at %.4g requests/s (%d requests)\n", rate, o.requests);
-    const Record record = load_record(point, machine, facts, settings, run_load(session, settings), o.bounds, host);
+    const Record record = load_record(point, machine, facts, settings, run_load(session, settings), o.bounds, o.slo, host);
     reporter->add(record);
     if (db.db) db.db->add_result(db.run_id, result_record(record, "load"));
     return measured[rate] = record;
   };
-  std::vector<double> rates;
-  for (const auto& text : o.rates) {
-    try {
-      rates.push_back(std::stod(text));
-    } catch (const std::exception&) {
-      fail("--rate: '{}' is not a number of requests per second", text);
-    }
-    if (!(rates.back() > 0)) fail("--rate: {} is not a positive rate", text);
-  }
+  const std::vector<double> rates = load_rates(o);
   for (double rate : rates) run_at(rate);
   if (o.search_rate) {
     if (!o.bounds.given()) fail("--search-rate needs --ttft-bound-ms and/or --tpot-bound-ms");
@@ -209,6 +220,62 @@ void run_load_scenario(const BenchOptions& o, const BenchPoint& point, DbRun& db
       reporter->add(*best);
       if (db.db) db.db->add_result(db.run_id, result_record(*best, "load"));
     }
+  }
+  reporter->finish();
+}
+
+// --prompts FILE: a JSON array of strings, or one JSON string per line.
+std::vector<std::string> read_prompts(const std::string& path) {
+  const std::string text = read_input_file(path, "the prompts (--prompts)", 64u << 20);
+  std::vector<std::string> prompts;
+  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
+  if (!doc.is_discarded() && doc.is_array()) {
+    for (const auto& p : doc) {
+      if (!p.is_string()) fail_file(path, "--prompts wants a JSON array of strings, or one JSON string per line");
+      prompts.push_back(p.get<std::string>());
+    }
+  } else {
+    std::size_t line_number = 0, begin = 0;
+    while (begin < text.size()) {
+      const std::size_t end = std::min(text.find('\n', begin), text.size());
+      const std::string line = text.substr(begin, end - begin);
+      begin = end + 1;
+      ++line_number;
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      const nlohmann::json p = nlohmann::json::parse(line, nullptr, false);
+      if (p.is_discarded() || !p.is_string()) fail_file(path, "line {}: not a JSON string", line_number);
+      prompts.push_back(p.get<std::string>());
+    }
+  }
+  if (prompts.empty()) fail_file(path, "no prompts");
+  return prompts;
+}
+
+// --load --url: the same arrivals against a server, one record per --rate.
+void run_url_load_scenario(const BenchOptions& o, std::pair<int64_t, int64_t> lengths, DbRun& db) {
+  const ServerIdentity server = query_server(o.url);
+  const std::string engine = !o.label.empty() ? o.label
+                             : server.owned_by == "llamacpp" ? "llama.cpp"
+                             : !server.owned_by.empty() ? server.owned_by : "server";
+  std::fprintf(stderr, "cpullm: bench: --url %s serves %s (%s)%s\n", o.url.c_str(), server.model.c_str(), engine.c_str(),
+               server.vocab > 0 || !o.prompts_file.empty() ? ""
+                                                           : "; it does not report its vocabulary (meta.n_vocab): "
+                                                             "prompts use token ids below 1000");
+  UrlLoadSettings settings;
+  settings.requests = o.requests;
+  settings.duration_s = o.duration_s;
+  settings.n_prompt = lengths.first;
+  settings.n_gen = lengths.second;
+  settings.seed = o.seed;
+  if (!o.prompts_file.empty()) settings.prompts = read_prompts(o.prompts_file);
+  const HostInfo host = detect_host();
+  const std::unique_ptr<Reporter> reporter = make_reporter(o.output, stdout, url_load_markdown_columns(), "load_test");
+  for (double rate : load_rates(o)) {
+    settings.rate = rate;
+    std::fprintf(stderr, "cpullm: bench: load at %.4g requests/s against %s\n", rate, o.url.c_str());
+    const Record record = url_load_record(server, engine, settings, run_url_load(server, settings), o.slo, host);
+    reporter->add(record);
+    if (db.db) db.db->add_result(db.run_id, result_record(record, "load"));
   }
   reporter->finish();
 }
@@ -265,6 +332,27 @@ void measure_peers(const std::vector<std::unique_ptr<PeerEngine>>& peers, const 
 }
 
 void run_bench(BenchOptions& o, const CLI::App& command) {
+  if (!o.url.empty()) {  // a server's model: no model file, no engine flags; lengths from -pg or the workload
+    if (!o.load) fail("--url drives the load scenario against a server: give --load");
+    if (!o.models.empty() || !o.engines.empty() || o.processes || o.search_rate)
+      fail("--url measures a server: -m, --engine, --processes and --search-rate do not apply");
+    std::pair<int64_t, int64_t> lengths;
+    if (!o.workload.empty()) {
+      const Workload w = find_workload(o.workloads_file, o.workload);
+      lengths = {w.n_prompt, w.n_gen};
+    }
+    if (!o.prompt_gen.empty() || o.workload.empty()) {
+      if (o.prompt_gen.size() != 1) fail("--load --url needs the request lengths as one -pg PROMPT,GEN (or a --workload)");
+      lengths = parse_prompt_gen_pair(o.prompt_gen.front());
+    }
+    if (lengths.first < 1 || lengths.second < 1) fail("--load --url: -pg needs a prompt and a generation of at least 1 token");
+    DbRun db = open_db_run(o);
+    run_url_load_scenario(o, lengths, db);
+    if (db.db) db.db->finish_run(db.run_id);
+    return;
+  }
+  if (o.duration_s > 0 || !o.prompts_file.empty() || !o.label.empty())
+    fail("--duration, --prompts and --label describe a --url load test");
   if (!o.workload.empty()) apply_workload(o, command);
   if (o.models.empty()) fail("bench: give a model with -m FILE (or a --workload NAME)");
   if (o.load && o.processes) fail("--load and --processes are separate scenarios: give one");
@@ -408,6 +496,16 @@ void register_bench(CLI::App& app) {
   add_seed_option(*command, "--seed", o->seed, "--load: seed of the arrivals and tokens")->capture_default_str();
   command->add_option("--ttft-bound-ms", o->bounds.ttft_p99_ms, "--load: bound on p99 time to first token")->check(CLI::Range(0.0, 1e9));
   command->add_option("--tpot-bound-ms", o->bounds.tpot_p99_ms, "--load: bound on p99 time per output token")->check(CLI::Range(0.0, 1e9));
+  command->add_option("--slo-ttft", o->slo.ttft_ms, "--load: a request's time to first token bound (ms) for goodput")
+      ->check(CLI::Range(0.0, 1e9));
+  command->add_option("--slo-tpot", o->slo.tpot_ms, "--load: a request's time per output token bound (ms) for goodput")
+      ->check(CLI::Range(0.0, 1e9));
+  command->add_option("--url", o->url, "--load: against an OpenAI-compatible server (http://HOST:PORT) instead of in process");
+  command->add_option("--duration", o->duration_s, "--load --url: send arrivals for this many seconds instead of --requests")
+      ->check(CLI::Range(0.0, 1e7));
+  command->add_option("--prompts", o->prompts_file, "--load --url: prompt texts (a JSON array, or a JSON string per line) "
+                                                    "instead of token-id prompts of -pg's length")->check(CLI::ExistingFile);
+  command->add_option("--label", o->label, "--load --url: the server's name in the results (default: its owned_by)");
   command->add_flag("--search-rate", o->search_rate, "--load: find the highest rate meeting the bounds, from the first --rate");
   command->add_option("--search-steps", o->search_steps, "--load: bisection steps of the search")->check(CLI::Range(0, 20))->capture_default_str();
   command->add_option("--processes", o->processes, "The multi-process scenario: N processes share the mapped model")

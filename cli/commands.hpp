@@ -20,6 +20,7 @@ void register_bench(CLI::App& app);
 std::vector<std::string> prepare_arguments(int argc, const char* const* argv);
 void register_profile(CLI::App& app);
 void register_db(CLI::App& app);
+void register_serve(CLI::App& app);
 
 // A random seed: any whole number from 0 to 2^64-1; anything else is refused, not clamped.
 CLI::Option* add_seed_option(CLI::App& command, const std::string& flags, uint64_t& seed, const std::string& help);

@@ -1,7 +1,7 @@
 // --config FILE for generate and bench: a TOML file whose keys are long option names (what
 // `cpullm sweep` writes for its best configuration), e.g. `n-prompt = ["512"]`, `threads = 2`,
 // `cold = true`. Keys at the top are for every command that reads the file; keys under
-// [bench] or [generate] for that command alone. Read with toml++, a strict TOML 1.0 parser:
+// [bench], [generate] or [serve] for that command alone. Read with toml++, a strict TOML 1.0 parser:
 // anything TOML refuses, any other section, a nested table and a date are errors.
 #pragma once
 #include <CLI/CLI.hpp>
@@ -19,7 +19,7 @@ struct ConfigEntry {
 };
 
 // The sections a config file may have, one per command that takes --config.
-inline constexpr std::string_view kConfigSections[] = {"bench", "generate"};
+inline constexpr std::string_view kConfigSections[] = {"bench", "generate", "serve"};
 
 // Parses a config file's text into its entries, in file order. Throws cpullm::Error with
 // "SOURCE: line L, column C: what is wrong" (or "SOURCE: KEY: ...") on anything malformed;

@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
   cpullm::cli::register_bench(app);
   cpullm::cli::register_profile(app);
   cpullm::cli::register_db(app);
+  cpullm::cli::register_serve(app);
   cpullm::cli::register_python_command(app, "report", "One self-contained HTML report from the results database", "reports.report");
   cpullm::cli::register_python_command(app, "sweep", "Measure a model over a space of configurations; write the best as config files", "tuning.sweep");
   cpullm::cli::register_python_command(app, "tune", "Tune a model for a hardware profile: OS checklist, plans, roofline predictions, a sweep", "tuning.tune");

@@ -64,6 +64,13 @@ std::string MemoryPlan::describe() const {
       (weight_bytes + private_bytes()) / kGiB, available_bytes / kGiB, total_bytes / kGiB);
 }
 
+int64_t sequences_that_fit(const MemoryPlan& p, double share) {
+  const uint64_t uncached_weights = p.weight_bytes - std::min(p.weight_bytes, p.weight_cached_bytes);
+  const uint64_t taken = uncached_weights + p.scratch_bytes;
+  if (taken >= p.available_bytes || p.kv_cache_bytes == 0) return 0;
+  return static_cast<int64_t>(static_cast<double>(p.available_bytes - taken) * share / static_cast<double>(p.kv_cache_bytes));
+}
+
 uint64_t scratch_bytes(const LlamaConfig& c, int64_t chunk, int64_t context) {
   // Per token: x, xb, xb2, q (dim each), k, v (kv_dim each), hb, hb2 (ffn_dim each), the rotary
   // angles (head_dim), logits (vocab); plus attention scores over the context, counted as

@@ -27,6 +27,11 @@ struct MemoryPlan {
   std::string describe() const;  // one line of GiB figures
 };
 
+// How many sequences, each needing the plan's KV cache (a plan made for one sequence), fit in
+// `share` of the memory left once the weights not yet cached and the scratch are counted; 0
+// when not even one does. `cpullm serve` sizes its sequence slots by it.
+int64_t sequences_that_fit(const MemoryPlan& one_sequence, double share);
+
 // Scratch bytes of a chunk of `chunk` tokens with its logits.
 uint64_t scratch_bytes(const LlamaConfig& config, int64_t chunk, int64_t context);
 

@@ -54,6 +54,8 @@ std::vector<std::vector<std::span<const std::byte>>> prefetch_ranges(const Model
 
 }  // namespace
 
+int64_t Model::default_context(const LlamaConfig& config) { return std::min(config.train_context, kDefaultContextCap); }
+
 Model::Model(const std::string& path, const ModelOptions& options)
     : file_(std::make_unique<GgufFile>(path)), config_(LlamaConfig::from_gguf(*file_)),
       weights_(map_weights(*file_, config_)), options_(options),
@@ -66,7 +68,7 @@ Model::Model(const std::string& path, const ModelOptions& options)
     fail("{} sequences: must be from 1 to {}", options.sequences, kMaxSequences);
   KvCacheShape shape{.sequences = options.sequences,
                      .layers = c.n_layers,
-                     .context = options.context ? options.context : std::min(c.train_context, kDefaultContextCap),
+                     .context = options.context ? options.context : default_context(c),
                      .kv_dim = c.kv_dim(),
                      .kv_heads = c.n_kv_heads,
                      .type = options.kv_type};

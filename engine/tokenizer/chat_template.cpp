@@ -302,4 +302,11 @@ RenderedChat render_chat(const ChatTemplate& chat, std::span<const ChatMessage> 
   return w.take();
 }
 
+ChatPrompt encode_conversation(const ChatTemplate& chat, std::span<const ChatMessage> messages, const Tokenizer& tokenizer) {
+  auto piece = [&](int32_t id) { return id >= 0 ? tokenizer.piece(id) : std::string(); };
+  RenderedChat rendered = render_chat(chat, messages, piece(tokenizer.bos()), piece(tokenizer.eos()));
+  std::vector<int32_t> tokens = tokenizer.encode_chat(rendered.text, rendered.literal);
+  return {std::move(rendered.text), std::move(tokens)};
+}
+
 }  // namespace cpullm

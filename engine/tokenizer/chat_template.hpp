@@ -59,4 +59,11 @@ ChatTemplate chat_template_of(const GgufFile& file);
 RenderedChat render_chat(const ChatTemplate& chat, std::span<const ChatMessage> messages, std::string_view bos,
                          std::string_view eos);
 
+// The conversation rendered with the vocabulary's BOS and EOS pieces, and its token ids.
+struct ChatPrompt {
+  std::string text;             // the rendered conversation
+  std::vector<int32_t> tokens;  // its token ids
+};
+ChatPrompt encode_conversation(const ChatTemplate& chat, std::span<const ChatMessage> messages, const Tokenizer& tokenizer);
+
 }  // namespace cpullm

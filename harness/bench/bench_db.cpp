@@ -8,7 +8,8 @@ constexpr const char* kConfigKeys[] = {"model_filename", "n_prompt", "n_gen", "n
                                        "isa", "attn_tile", "binding", "cpuset", "housekeeping", "numa",
                                        "placement", "kv_type", "prefetch", "cold", "inject_delay_ms",
                                        "repetitions", "rate", "requests", "processes", "ttft_bound_ms",
-                                       "tpot_bound_ms", "sparsity"};
+                                       "tpot_bound_ms", "sparsity", "server_url", "duration_s",
+                                       "slo_ttft_ms", "slo_tpot_ms"};
 
 std::string text_or_empty(const Record& r, const char* key) {
   return r.contains(key) && r[key].is_string() ? r[key].get<std::string>() : "";
@@ -60,8 +61,9 @@ ResultRecord result_record(const Record& r, const std::string& test) {
   out.peak_rss_bytes = number_or_none<int64_t>(r, "peak_rss_bytes");
   out.energy_j = number_or_none<double>(r, "energy_j");
   out.test_time = text_or_empty(r, "test_time");
-  out.engine = "cpullm";
-  out.engine_commit = build_git_commit();
+  // A load test against a server (bench --load --url) names its engine; everything else is cpullm's own run.
+  out.engine = r.contains("engine") ? r["engine"].get<std::string>() : "cpullm";
+  if (!r.contains("engine")) out.engine_commit = build_git_commit();
 
   Record config = Record::object(), metrics = Record::object();
   for (const char* key : kConfigKeys)

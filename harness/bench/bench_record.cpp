@@ -100,6 +100,13 @@ double mean_rate(double tokens, const std::vector<double>& times_ms) {
   return mean(rates);
 }
 
+// The SLOs and the goodput: requests per second of the run that met both.
+void add_service_levels(Record& r, const ServiceLevels& slo, int meeting, double wall_ms) {
+  r["slo_ttft_ms"] = value_or_null(slo.ttft_ms > 0, slo.ttft_ms);
+  r["slo_tpot_ms"] = value_or_null(slo.tpot_ms > 0, slo.tpot_ms);
+  r["goodput_rps"] = meeting / (wall_ms / 1e3);
+}
+
 }  // namespace
 
 Record point_record(const BenchPoint& p, const PointMeasurement& m, const HostInfo& host) {
@@ -137,7 +144,7 @@ Record point_record(const BenchPoint& p, const PointMeasurement& m, const HostIn
 }
 
 Record load_record(const BenchPoint& p, const RunReport& machine, const ModelFacts& model, const LoadSettings& s,
-                   const LoadRun& run, const LoadBounds& bounds, const HostInfo& host) {
+                   const LoadRun& run, const LoadBounds& bounds, const ServiceLevels& slo, const HostInfo& host) {
   const LoadLatencies latencies = load_latencies(run, s.n_gen);
   Record r = leading_fields(model, host, p, machine, utc_timestamp());
   add_dimensions(r, p, machine, model, "load",
@@ -160,6 +167,11 @@ Record load_record(const BenchPoint& p, const RunReport& machine, const ModelFac
   r["tpot_bound_ms"] = value_or_null(bounds.tpot_p99_ms > 0, bounds.tpot_p99_ms);
   r["bounds_met"] = nullptr;
   if (bounds.given()) r["bounds_met"] = load_meets_bounds(r, bounds);
+  int meeting = 0;
+  for (std::size_t i = 0; i < latencies.ttft_ms.size(); ++i)
+    meeting += (slo.ttft_ms <= 0 || latencies.ttft_ms[i] <= slo.ttft_ms) &&
+               (slo.tpot_ms <= 0 || latencies.tpot_ms.empty() || latencies.tpot_ms[i] <= slo.tpot_ms);
+  add_service_levels(r, slo, meeting, run.wall_ms);
   r["peak_rss_bytes"] = peak_resident_bytes();
   r["notes"] = joined_notes(machine.notes);
   return r;
@@ -180,7 +192,54 @@ std::vector<MarkdownColumn> load_markdown_columns() {
           {"ttft p50 ms", "ttft_p50_ms", Kind::number, ""}, {"ttft p99 ms", "ttft_p99_ms", Kind::number, ""},
           {"tpot p50 ms", "tpot_p50_ms", Kind::number, ""}, {"tpot p99 ms", "tpot_p99_ms", Kind::number, ""},
           {"gen t/s", "avg_ts", Kind::number, ""},       {"done req/s", "achieved_rps", Kind::number, ""},
-          {"bounds met", "bounds_met", Kind::text, ""}};
+          {"goodput req/s", "goodput_rps", Kind::number, ""}, {"bounds met", "bounds_met", Kind::text, ""}};
+}
+
+Record url_load_record(const ServerIdentity& server, const std::string& engine, const UrlLoadSettings& s,
+                       const UrlLoadRun& run, const ServiceLevels& slo, const HostInfo& host) {
+  const UrlLoadLatencies l = url_load_latencies(run, slo.ttft_ms, slo.tpot_ms);
+  Record r;
+  r["build_commit"] = build_git_commit();
+  r["cpu_info"] = host.cpu_model;
+  r["model_filename"] = "";
+  r["model_type"] = server.model;
+  r["n_prompt"] = s.prompts.empty() ? Record(s.n_prompt) : Record(nullptr);
+  r["n_gen"] = s.n_gen;
+  r["test_time"] = utc_timestamp();
+  r["test"] = "load";
+  r["case_name"] = fmt::format("load-url/rate{:.4g}/{}/{}", s.rate, engine, server.model);
+  r["engine"] = engine;
+  r["server_url"] = server.url;
+  r["server_owned_by"] = server.owned_by;
+  r["rate"] = s.rate;
+  r["requests"] = static_cast<int64_t>(run.requests.size());
+  r["duration_s"] = value_or_null(s.duration_s > 0, s.duration_s);
+  r["completed"] = l.completed;
+  Record errors = Record::object();
+  for (const auto& [kind, count] : l.errors) errors[kind] = count;
+  r["errors"] = errors;
+  r["seed"] = s.seed;
+  r["wall_ms"] = run.wall_ms;
+  r["avg_ts"] = static_cast<double>(l.output_tokens) / (run.wall_ms / 1e3);
+  r["gen_ts"] = r["avg_ts"];
+  r["achieved_rps"] = l.completed / (run.wall_ms / 1e3);
+  add_percentiles(r, "ttft", l.ttft_ms);
+  add_percentiles(r, "tpot", l.tpot_ms);
+  add_percentiles(r, "itl", l.itl_ms);
+  add_percentiles(r, "e2e", l.e2e_ms);
+  add_service_levels(r, slo, l.meeting_slo, run.wall_ms);
+  return r;
+}
+
+std::vector<MarkdownColumn> url_load_markdown_columns() {
+  using Kind = MarkdownColumn::Kind;
+  return {{"server", "engine", Kind::text, ""},          {"model", "model_type", Kind::text, ""},
+          {"rate req/s", "rate", Kind::number, ""},      {"requests", "requests", Kind::number, ""},
+          {"done", "completed", Kind::number, ""},       {"ttft p50 ms", "ttft_p50_ms", Kind::number, ""},
+          {"ttft p99 ms", "ttft_p99_ms", Kind::number, ""}, {"tpot p50 ms", "tpot_p50_ms", Kind::number, ""},
+          {"tpot p99 ms", "tpot_p99_ms", Kind::number, ""}, {"itl p99 ms", "itl_p99_ms", Kind::number, ""},
+          {"out t/s", "avg_ts", Kind::number, ""},       {"done req/s", "achieved_rps", Kind::number, ""},
+          {"goodput req/s", "goodput_rps", Kind::number, ""}};
 }
 
 Record sharing_record(const BenchPoint& p, const SharingSettings& s, const SharingResult& result,

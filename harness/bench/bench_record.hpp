@@ -6,6 +6,7 @@
 
 #include "harness/bench/bench_plan.hpp"
 #include "harness/bench/bench_runner.hpp"
+#include "harness/bench/load_client.hpp"
 #include "harness/bench/load_scenario.hpp"
 #include "harness/bench/multiprocess.hpp"
 #include "harness/bench/reporters.hpp"
@@ -23,10 +24,24 @@ struct LoadBounds {
   double tpot_p99_ms = 0;
   bool given() const { return ttft_p99_ms > 0 || tpot_p99_ms > 0; }
 };
+// Per-request service levels (--slo-ttft, --slo-tpot): goodput counts the requests per second
+// that met both. 0: no bound.
+struct ServiceLevels {
+  double ttft_ms = 0;
+  double tpot_ms = 0;
+};
+
+// One run of bench --load --url at one rate against `server`, stored under `engine` (the
+// user's --label, else what the server calls its owner). Percentiles over completed requests.
 Record load_record(const BenchPoint& point, const RunReport& machine, const ModelFacts& model,
-                   const LoadSettings& settings, const LoadRun& run, const LoadBounds& bounds, const HostInfo& host);
+                   const LoadSettings& settings, const LoadRun& run, const LoadBounds& bounds, const ServiceLevels& slo,
+                   const HostInfo& host);
 bool load_meets_bounds(const Record& load, const LoadBounds& bounds);
 std::vector<MarkdownColumn> load_markdown_columns();
+
+Record url_load_record(const ServerIdentity& server, const std::string& engine, const UrlLoadSettings& settings,
+                       const UrlLoadRun& run, const ServiceLevels& slo, const HostInfo& host);
+std::vector<MarkdownColumn> url_load_markdown_columns();
 
 // The multi-process scenario's memory figures.
 Record sharing_record(const BenchPoint& point, const SharingSettings& settings, const SharingResult& result,

@@ -1,9 +1,10 @@
 // The load scenario, in the spirit of MLPerf's Server scenario: requests arrive at random
-// (Poisson, seeded) at a target rate and a continuous-batching scheduler serves them with the
-// Model's multi-sequence forward: every forward call carries one decode token per running
-// request plus, in the room left of n_batch tokens, prompt tokens of newly admitted ones; a
-// request's sequence slot frees when it finishes and the next waiting request takes it.
-// Times are the wall clock of real forward passes (idle gaps between arrivals are slept).
+// (Poisson, seeded) at a target rate and `cpullm serve`'s continuous-batching scheduler
+// (serve/scheduler.hpp) serves them in process: every forward call carries one decode token per
+// running request plus, in the room left of n_batch tokens, prompt tokens of admitted ones; a
+// request's sequence slot frees when it finishes and the next waiting request takes it. Tokens
+// are chosen greedily from the real logits. Times are the wall clock of real forward passes
+// (idle gaps between arrivals are slept).
 #pragma once
 #include <cstdint>
 #include <functional>

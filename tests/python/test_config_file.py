@@ -69,7 +69,7 @@ def test_byte_order_mark_at_the_start_is_skipped(ctx):
 
 def test_malformed_files_are_refused_naming_file_and_key(ctx):
     cases = [
-        ("genrate.toml", "[genrate]\nthreads = 2\n", ["[genrate] is not a section", "[bench] and [generate]"]),
+        ("genrate.toml", "[genrate]\nthreads = 2\n", ["[genrate] is not a section", "[bench] and [generate] and [serve]"]),
         ("key.toml", "thread = 2\n", ["'thread' is not an option of cpullm bench"]),
         ("other-section.toml", "[generate]\nn-prompt = 4\n", ["'[generate] n-prompt' is not an option of cpullm generate"]),
         ("unterminated.toml", 'threads = "2\n', ["line 1"]),
