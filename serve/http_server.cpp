@@ -39,6 +39,17 @@ struct ServerState {
   int64_t started = 0;                  // Unix seconds, /v1/models' "created"
   std::atomic<uint64_t> next_id{1};
   std::atomic<bool> draining{false};
+  std::atomic<int64_t> answering{0};  // completion requests whose answer is not fully written yet
+};
+
+// Counts a completion request from its arrival until its answer is written: httplib's stop()
+// cuts streams still being written, so the server stops only when none is left.
+struct Answering {
+  explicit Answering(std::atomic<int64_t>& count) : count_(count) { ++count_; }
+  ~Answering() { --count_; }
+  Answering(const Answering&) = delete;
+  Answering& operator=(const Answering&) = delete;
+  std::atomic<int64_t>& count_;
 };
 
 void send_json(httplib::Response& res, int status, const json& body) {
@@ -116,6 +127,7 @@ bool stream_events(const std::shared_ptr<StreamState>& st, httplib::DataSink& si
 
 void handle_completion(ServerState& s, const httplib::Request& req, httplib::Response& res, bool chat) {
   const Clock::time_point arrival = Clock::now();
+  auto answering = std::make_shared<Answering>(s.answering);  // a stream's lives on in its releaser
   const std::string id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", s.next_id.fetch_add(1));
   auto refuse = [&](const ApiError& e) {
     send_json(res, e.status, error_body(e));
@@ -172,7 +184,7 @@ void handle_completion(ServerState& s, const httplib::Request& req, httplib::Res
   res.set_chunked_content_provider(
       "text/event-stream",
       [st, &s](std::size_t, httplib::DataSink& sink) { return stream_events(st, sink, s.metrics); },
-      [st](bool) {
+      [st, answering](bool) {
         if (!st->ended) st->stream->cancel();  // the client went away: the slot frees at the next step
         const RequestRecord record = st->stream->record();
         log_request(st->head.id, st->path, 200, &record, st->arrival, st->how);
@@ -276,7 +288,6 @@ void serve(Session& session, const Tokenizer& tokenizer, const ApiSettings& api,
         scheduler.close();
         const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch());
         deadline_ms.store(now_ms.count() + static_cast<int64_t>(settings.grace_s * 1e3));
-        server.stop();
         scheduler.wake();
       } else {
         std::fputs("cpullm: serve: second signal: cancelling every request now\n", stderr);
@@ -301,7 +312,7 @@ void serve(Session& session, const Tokenizer& tokenizer, const ApiSettings& api,
           cancelled = true;
         }
         const ServeGauges g = scheduler.gauges();
-        if (!worked && g.running == 0 && g.waiting == 0) break;
+        if (!worked && g.running == 0 && g.waiting == 0 && state.answering.load() == 0) break;
       }
       if (!worked) scheduler.wait_for_work(Clock::now() + std::chrono::milliseconds(100));
     }
@@ -317,7 +328,8 @@ void serve(Session& session, const Tokenizer& tokenizer, const ApiSettings& api,
     signals.join();
     throw;
   }
-  listener.join();  // returns once every handler has: their streams have all ended
+  server.stop();  // every answer is written; new requests were refused with 503 meanwhile
+  listener.join();
   done.store(true);
   signals.join();
   std::fputs("cpullm: serve: stopped\n", stderr);

@@ -1,6 +1,6 @@
 // `cpullm serve`'s HTTP side: cpp-httplib's server routes OpenAI's endpoints to the scheduler,
 // streams tokens as server-sent events, exposes /health, /v1/models and /metrics, logs one line
-// per request, and shuts down on SIGTERM: no new requests, those in flight finish within a grace
+// per request, and shuts down on SIGTERM: new requests get 503, those in flight finish within a grace
 // period (then are cancelled), exit 0.
 #pragma once
 #include <cstddef>
