@@ -7,6 +7,7 @@ and phase."""
 import os
 from collections import defaultdict
 
+from . import load
 from .page import Section, esc, figure, new_figure, no_data, number, runs_source, table, test_label
 
 PHASES = {"tg": "decode", "pp": "prefill", "pg": "prefill+decode"}
@@ -106,13 +107,24 @@ def build(contents, context):
         {"point": {k: c["cpullm"].get(k) for k in ("model_filename", "test", "n_prompt", "n_gen", "n_depth", "n_threads", "kv_type")},
          "cpullm_result": c["cpullm"]["id"], "peer_result": c["peer"]["id"], "peer_engine": c["peer"].get("engine"),
          "ratio": c["ratio"], "low": c["low"], "high": c["high"]} for c in rows]
+    served = equal_load_table(contents)
     if not rows:
         what = ("llama.cpp at the same points as cpullm's" if not contents.peers else
                 f"cpullm at the points of the {len(contents.peers)} peer results (same host, model file, test, threads, KV type)")
-        return Section("peers", "Peers", no_data(what, HOW))
+        return Section("peers", "Peers", no_data(what, HOW) + served)
     losses = sum(1 for c in rows if c["high"] < 1)
     body = (f"<p>{len(rows)} points measured by both engines; the peer is faster at {losses} of them. Tokens/s are each "
             "engine's mean \u00b1 one standard deviation of its repetitions; the range is the ratio those deviations allow. "
             "Every other section shows cpullm's own runs.</p>")
-    body += ratio_figure(rows, contents.runs) + ratio_table(rows)
+    body += ratio_figure(rows, contents.runs) + ratio_table(rows) + served
     return Section("peers", "Peers", body)
+
+
+def equal_load_table(contents):
+    """Servers side by side at equal offered load (the same host, model, lengths and rate)."""
+    groups = load.equal_load(contents)
+    if not groups:
+        return ""
+    rows = [load.row(r) for key in sorted(groups, key=str) for r in groups[key].values()]
+    return ("<h3>Served at equal offered load</h3><p>Each group: one workload at one offered rate, sent by "
+            "<code>cpullm bench --load [--url]</code> to each server.</p>" + table(load.HEADERS, rows))

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from tuning.cli_errors import ArgumentParser, fail
 from tuning import files
 
-from . import claims, gpu, gpu_data, inputs, latency, page, peers, predict, provenance, roofs, suites, sweeps, tco, throughput
+from . import claims, gpu, gpu_data, inputs, latency, load, page, peers, predict, provenance, roofs, suites, sweeps, tco, throughput
 from .resultsdb import Contents, Database, DatabaseError, without_password
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SECTIONS = [latency, throughput, peers, roofs, suites, sweeps, tco, gpu, claims, provenance]
+SECTIONS = [latency, load, throughput, peers, roofs, suites, sweeps, tco, gpu, claims, provenance]
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <cmath>
@@ -263,6 +264,12 @@ void serve(Session& session, const Tokenizer& tokenizer, const ApiSettings& api,
   server.set_write_timeout(settings.read_timeout_s, 0);
   server.set_keep_alive_max_count(1000);
   server.set_keep_alive_timeout(5);
+  // SO_REUSEADDR alone: httplib's default adds SO_REUSEPORT, with which a second server binds the
+  // same port and the kernel splits the connections between the two.
+  server.set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   route(server, state);
   int port = settings.port;
   if (port == 0) port = server.bind_to_any_port(settings.host);

@@ -70,6 +70,17 @@ void add_percentiles(Record& r, const std::string& name, const std::vector<doubl
   for (int p : {50, 90, 99}) r[fmt::format("{}_p{}_ms", name, p)] = value_or_null(!samples.empty(), percentile(samples, p));
 }
 
+// add_percentiles, plus each percentile's 95% interval as NAME_pP_low_ms and NAME_pP_high_ms
+// (null where the samples are too few to bound it): the load scenarios' runs are compared by them.
+void add_percentiles_with_intervals(Record& r, const std::string& name, const std::vector<double>& samples) {
+  add_percentiles(r, name, samples);
+  for (int p : {50, 90, 99}) {
+    const Interval i = percentile_interval(samples, p);
+    r[fmt::format("{}_p{}_low_ms", name, p)] = value_or_null(!std::isnan(i.low), i.low);
+    r[fmt::format("{}_p{}_high_ms", name, p)] = value_or_null(!std::isnan(i.high), i.high);
+  }
+}
+
 // --roof-pairs: the decode's weight bandwidth and the read roof over all pairs, their ratio, and
 // the median of the pairs' own ratios (null without pairs).
 void add_roof_pairs(Record& r, const std::optional<RoofPairs>& pairs) {
@@ -158,8 +169,8 @@ Record load_record(const BenchPoint& p, const RunReport& machine, const ModelFac
   r["avg_ts"] = run.generated_tokens / (run.wall_ms / 1e3);
   r["gen_ts"] = r["avg_ts"];  // a load run's rate counts generated tokens only
   r["achieved_rps"] = s.requests / (run.wall_ms / 1e3);
-  add_percentiles(r, "ttft", latencies.ttft_ms);
-  add_percentiles(r, "tpot", latencies.tpot_ms);
+  add_percentiles_with_intervals(r, "ttft", latencies.ttft_ms);
+  add_percentiles_with_intervals(r, "tpot", latencies.tpot_ms);
   add_percentiles(r, "e2e", latencies.e2e_ms);
   r["ttft_samples_ms"] = latencies.ttft_ms;  // per request, in arrival order
   r["e2e_samples_ms"] = latencies.e2e_ms;
@@ -205,6 +216,7 @@ Record url_load_record(const ServerIdentity& server, const std::string& engine, 
   r["model_type"] = server.model;
   r["n_prompt"] = s.prompts.empty() ? Record(s.n_prompt) : Record(nullptr);
   r["n_gen"] = s.n_gen;
+  r["n_seq"] = server.slots > 0 ? Record(server.slots) : Record(nullptr);  // the server's slots, where it says
   r["test_time"] = utc_timestamp();
   r["test"] = "load";
   r["case_name"] = fmt::format("load-url/rate{:.4g}/{}/{}", s.rate, engine, server.model);
@@ -223,8 +235,8 @@ Record url_load_record(const ServerIdentity& server, const std::string& engine, 
   r["avg_ts"] = static_cast<double>(l.output_tokens) / (run.wall_ms / 1e3);
   r["gen_ts"] = r["avg_ts"];
   r["achieved_rps"] = l.completed / (run.wall_ms / 1e3);
-  add_percentiles(r, "ttft", l.ttft_ms);
-  add_percentiles(r, "tpot", l.tpot_ms);
+  add_percentiles_with_intervals(r, "ttft", l.ttft_ms);
+  add_percentiles_with_intervals(r, "tpot", l.tpot_ms);
   add_percentiles(r, "itl", l.itl_ms);
   add_percentiles(r, "e2e", l.e2e_ms);
   add_service_levels(r, slo, l.meeting_slo, run.wall_ms);

@@ -81,10 +81,17 @@ void run_request(const std::string& base, const std::string& path, const std::st
         out.prompt_tokens = chunk["usage"].value("prompt_tokens", int64_t{0});
         out.output_tokens = chunk["usage"].value("completion_tokens", int64_t{0});
       }
-      if (chunk.contains("choices") && chunk["choices"].is_array() && !chunk["choices"].empty()) {
-        if (out.first_token_ms == 0) out.first_token_ms = now;
-        out.token_ms.push_back(now);
-        ++streamed;
+      // A chunk of a choice is a token; a closing chunk with no text and a finish reason (llama-server's) is not.
+      if (chunk.contains("choices") && chunk["choices"].is_array() && !chunk["choices"].empty() &&
+          chunk["choices"][0].is_object()) {
+        const json& choice = chunk["choices"][0];
+        const bool closing = choice.contains("finish_reason") && !choice["finish_reason"].is_null() &&
+                             choice.value("text", std::string()).empty();
+        if (!closing) {
+          if (out.first_token_ms == 0) out.first_token_ms = now;
+          out.token_ms.push_back(now);
+          ++streamed;
+        }
       }
     }
     return true;
@@ -124,9 +131,13 @@ ServerIdentity query_server(const std::string& url) {
   id.url = url;
   id.model = model["id"].get<std::string>();
   id.owned_by = model.contains("owned_by") && model["owned_by"].is_string() ? model["owned_by"].get<std::string>() : "";
-  if (model.contains("meta") && model["meta"].is_object() && model["meta"].contains("n_vocab") &&
-      model["meta"]["n_vocab"].is_number_integer())
-    id.vocab = model["meta"]["n_vocab"].get<int64_t>();
+  auto meta = [&](const char* key) {
+    const bool known = model.contains("meta") && model["meta"].is_object() && model["meta"].contains(key) &&
+                       model["meta"][key].is_number_integer() && model["meta"][key].get<int64_t>() > 0;
+    return known ? model["meta"][key].get<int64_t>() : int64_t{0};
+  };
+  id.vocab = meta("n_vocab");
+  id.slots = meta("n_seq");
   return id;
 }
 

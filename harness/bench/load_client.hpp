@@ -18,6 +18,7 @@ struct ServerIdentity {
   std::string model;     // its id
   std::string owned_by;  // e.g. "cpullm", "llamacpp", "vllm"
   int64_t vocab = 0;     // meta.n_vocab where the server reports it (cpullm serve, llama-server); 0: unknown
+  int64_t slots = 0;     // meta.n_seq where it reports it (cpullm serve); 0: unknown
 };
 // Errors (no server, not OpenAI's shape) are cpullm::Error naming the URL.
 ServerIdentity query_server(const std::string& url);

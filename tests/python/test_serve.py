@@ -262,8 +262,9 @@ def test_oversized_bodies_and_stalled_headers_are_cut_off(server):
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
     sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Le")
     start = time.time()
-    assert sock.recv(1024) == b"" or True  # closed (an empty read), possibly after a 4xx answer
-    assert time.time() - start < 20
+    while sock.recv(1024):  # whatever comes, then the server's close: an empty read
+        pass
+    assert 0.5 < time.time() - start < 20
     sock.close()
     response, _ = server.request("GET", "/health")
     assert response.status == 200
@@ -338,6 +339,7 @@ def test_bench_load_url_measures_the_server(ctx, server):
                "--requests", "12", "--slo-ttft", "10000", "--slo-tpot", "10000", "-o", "json", "--db", db]).stdout
     [r] = json.loads(out)
     assert r["engine"] == "cpullm" and r["model_type"] == "stories260K.gguf" and r["server_url"].endswith(str(server.port))
+    assert r["n_seq"] == 4
     assert r["requests"] == 12 and r["completed"] == 12 and r["errors"] == {}
     assert r["ttft_p50_ms"] > 0 and r["tpot_p50_ms"] > 0 and r["itl_p99_ms"] >= r["itl_p50_ms"]
     assert r["goodput_rps"] == pytest.approx(r["achieved_rps"])
@@ -346,6 +348,44 @@ def test_bench_load_url_measures_the_server(ctx, server):
         [(engine, case_name, metrics)] = con.execute("SELECT engine, case_name, metrics_json FROM results").fetchall()
     assert engine == "cpullm" and case_name.startswith("load-url/rate50/cpullm/")
     assert json.loads(metrics)["goodput_rps"] == pytest.approx(r["goodput_rps"])
+
+
+def test_the_report_sets_servers_side_by_side_at_equal_load(ctx, model, server):
+    """An in-process load run and a --url run against cpullm serve of one model, lengths and rate:
+    the report's load section has both, and Peers groups them at equal offered load."""
+    db = os.path.join(ctx.workdir, "report.db")
+    common = ["-pg", "16,8", "--rate", "40", "--requests", "8", "--db", db, "-o", "json"]
+    run([ctx.cpullm, "bench", "--load", "--url", f"http://127.0.0.1:{server.port}", *common])
+    run([ctx.cpullm, "bench", "-m", model, "--load", "-np", "4", "-t", "1", *common])
+    html, data = os.path.join(ctx.workdir, "report.html"), os.path.join(ctx.workdir, "report.json")
+    run([ctx.cpullm, "report", "--db", db, "-o", html, "--json", data])
+    page = open(html).read()
+    load_section = page[page.index('id="load"'):page.index('id="throughput"')]
+    assert f"cpullm at http://127.0.0.1:{server.port}" in load_section and "cpullm in process" in load_section
+    assert load_section.count("stories260K.gguf") >= 2 and "p99 latency against offered load" in load_section
+    peers_section = page[page.index('id="peers"'):]
+    equal = peers_section[peers_section.index("Served at equal offered load"):]
+    assert f"cpullm at http://127.0.0.1:{server.port}" in equal and "cpullm in process" in equal
+
+
+def test_bad_invocations_and_a_config_file(ctx, model, server):
+    expect_error([ctx.cpullm, "serve"], "-m/--model is required")
+    expect_error([ctx.cpullm, "serve", "-m", model, "--port", "70000"], "--port")
+    expect_error([ctx.cpullm, "serve", "-m", model, "--port", str(server.port)], f"cannot listen on 127.0.0.1:{server.port}")
+    expect_error([ctx.cpullm, "serve", "-m", model, "--chat-template", "nonsense", "--port", "0"], "nonsense")
+    expect_error([ctx.cpullm, "serve", "-m", model, "--kv-type", "f64"], "f64")
+    # What tune writes (top-level keys) with a [serve] section: the server runs as configured.
+    config = os.path.join(ctx.workdir, "best.toml")
+    with open(config, "w") as f:
+        f.write(f'model = "{model}"\nthreads = 1\nnp = 2\n\n[serve]\nqueue = 3\nalias = "tuned"\n')
+    s = Server(ctx.cpullm, model, "--config", config)
+    try:
+        _, text = s.request("GET", "/v1/models")
+        [m] = json.loads(text)["data"]
+        assert m["id"] == "tuned" and m["meta"]["n_seq"] == 2
+        assert any("2 sequence slots of 2048 positions, queue 3" in line for line in s.lines), s.lines
+    finally:
+        assert s.stop() == 0
 
 
 def test_url_load_refusals(ctx, server):

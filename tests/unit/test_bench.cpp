@@ -3,6 +3,8 @@
 // record as the results database gets it.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -70,6 +72,24 @@ TEST(BenchLists, HugeStepsStopWithoutOverflow) {
   EXPECT_EQ(parse_int_list("1-9223372036854775807+9223372036854775807", "-p", 0, 1 << 20), (std::vector<int64_t>{1}));
   EXPECT_EQ(parse_int_list("3-9223372036854775807*9223372036854775807", "-p", 0, 1 << 20), (std::vector<int64_t>{3}));
   EXPECT_THROW(parse_int_list("-9223372036854775807-9223372036854775807+9223372036854775807", "-p", -1, 1), Error);
+}
+
+// The order-statistic interval of a percentile, against scipy.stats.binom's quantiles for 24
+// samples 1..24: p50 lies in [x(7), x(18)]; p90 and p99 have no upper bound from 24 samples.
+TEST(BenchStatistics, PercentileIntervalsAreOrderStatistics) {
+  std::vector<double> v;
+  for (int i = 24; i >= 1; --i) v.push_back(i);  // unsorted on purpose
+  const Interval p50 = percentile_interval(v, 50), p90 = percentile_interval(v, 90), p99 = percentile_interval(v, 99);
+  EXPECT_EQ(p50.low, 7);
+  EXPECT_EQ(p50.high, 18);
+  EXPECT_EQ(p90.low, 18);
+  EXPECT_TRUE(std::isnan(p90.high));
+  EXPECT_EQ(p99.low, 23);
+  EXPECT_TRUE(std::isnan(p99.high));
+  const Interval many = percentile_interval(std::vector<double>(5000, 3.0), 50);  // no underflow at thousands
+  EXPECT_EQ(many.low, 3);
+  EXPECT_EQ(many.high, 3);
+  EXPECT_TRUE(std::isnan(percentile_interval({}, 50).low));
 }
 
 TEST(BenchStatistics, MeanStddevPercentiles) {
