@@ -69,6 +69,7 @@ void run_serve(ServeOptions& o) {
   }
   api.sampling = o.run.sampling;
   api.context = model.context();
+  api.max_prompt_bytes = max_prompt_bytes(tokenizer, model.context());
   // A request without a seed draws one from the server's, so a run of the server is repeatable.
   auto seeds = std::make_shared<std::mt19937_64>(o.run.sampling.seed);
   auto seed_mutex = std::make_shared<std::mutex>();

@@ -26,7 +26,7 @@ RunFlagText run_flag_text(RunFlag flag) {
                         "its share of every projection"};
     case RunFlag::attn_tile: return {"--attn-tile", "Prompt attention tile, QUERIESxKEYS, 1..128 each"};
     case RunFlag::kv_type: return {"--kv-type", fmt::format("KV cache element type: {}", fmt::join(kv_type_names(), ", "))};
-    case RunFlag::context: return {"-c,--ctx-size", "Context positions (0: the model's, at most 4096)"};
+    case RunFlag::context: return {"-c,--ctx-size,--ctx", "Context positions (0: the model's, at most 4096)"};
     case RunFlag::sequences:
       return {"--np,--parallel",
               "Sequences run together: the prompt prefilled in that many copies (one batch), then each decode step "

@@ -103,13 +103,27 @@ std::vector<int32_t> token_ids(const json& array, const Tokenizer& tokenizer) {
   return ids;
 }
 
+[[noreturn]] void refuse_length(const std::string& param, std::size_t bytes, const ApiSettings& s) {
+  throw ApiError(400,
+                 fmt::format("This model's maximum context length is {} tokens; the {} bytes of text given cannot fit "
+                             "in it.",
+                             s.context, bytes),
+                 param, "context_length_exceeded");
+}
+
+std::vector<int32_t> encode_text(const std::string& text, const ApiSettings& s) {
+  if (s.max_prompt_bytes > 0 && text.size() > s.max_prompt_bytes) refuse_length("prompt", text.size(), s);
+  return s.tokenizer->encode(text, true);
+}
+
 // "prompt": a string, token ids, or an array holding one of those (OpenAI's batch form, n = 1).
-std::vector<int32_t> completion_prompt(const json& body, const Tokenizer& tokenizer) {
+std::vector<int32_t> completion_prompt(const json& body, const ApiSettings& s) {
+  const Tokenizer& tokenizer = *s.tokenizer;
   if (!body.contains("prompt")) refuse("prompt", "'prompt' is required");
   const json& p = body["prompt"];
-  if (p.is_string()) return tokenizer.encode(p.get<std::string>(), true);
+  if (p.is_string()) return encode_text(p.get<std::string>(), s);
   if (p.is_array() && !p.empty() && p[0].is_number()) return token_ids(p, tokenizer);
-  if (p.is_array() && p.size() == 1 && p[0].is_string()) return tokenizer.encode(p[0].get<std::string>(), true);
+  if (p.is_array() && p.size() == 1 && p[0].is_string()) return encode_text(p[0].get<std::string>(), s);
   if (p.is_array() && p.size() == 1 && p[0].is_array()) return token_ids(p[0], tokenizer);
   if (p.is_array() && p.size() > 1) refuse("prompt", "one prompt per request: cpullm serve answers n = 1");
   refuse("prompt", "'prompt' must be a string, an array of token ids, or an array holding one of those");
@@ -134,6 +148,7 @@ std::vector<int32_t> chat_prompt(const json& body, const ApiSettings& s) {
   const json& m = body["messages"];
   if (!m.is_array() || m.empty()) refuse("messages", "'messages' must be a non-empty array");
   std::vector<ChatMessage> messages;
+  std::size_t bytes = 0;
   for (std::size_t i = 0; i < m.size(); ++i) {
     const json& msg = m[i];
     const std::string where = fmt::format("messages[{}]", i);
@@ -143,7 +158,9 @@ std::vector<int32_t> chat_prompt(const json& body, const ApiSettings& s) {
       if (key != "role" && key != "content" && key != "name")
         refuse(where + "." + key, fmt::format("Unrecognized message field: {}", key));
     messages.push_back({msg["role"].get<std::string>(), message_content(msg["content"], i)});
+    bytes += messages.back().content.size();
   }
+  if (s.max_prompt_bytes > 0 && bytes > s.max_prompt_bytes) refuse_length("messages", bytes, s);
   if (!s.chat) throw ApiError(400, s.chat_missing, "messages", "chat_template_missing");
   try {
     return encode_conversation(*s.chat, messages, *s.tokenizer).tokens;
@@ -153,6 +170,12 @@ std::vector<int32_t> chat_prompt(const json& body, const ApiSettings& s) {
 }
 
 }  // namespace
+
+std::size_t max_prompt_bytes(const Tokenizer& tokenizer, int64_t context) {
+  std::size_t longest = 1;
+  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) longest = std::max(longest, tokenizer.piece(id).size());
+  return static_cast<std::size_t>(context) * longest;
+}
 
 ApiRequest parse_api_request(std::string_view text, bool chat, const ApiSettings& s) {
   const json body = json::parse(text, nullptr, false);
@@ -191,7 +214,7 @@ ApiRequest parse_api_request(std::string_view text, bool chat, const ApiSettings
   job.sampling.seed = seed ? static_cast<uint64_t>(*seed) : s.next_seed();
   job.stop = stop_strings(body);
   job.ignore_eos = boolean(body, "ignore_eos");
-  job.prompt = chat ? chat_prompt(body, s) : completion_prompt(body, *s.tokenizer);
+  job.prompt = chat ? chat_prompt(body, s) : completion_prompt(body, s);
   if (job.prompt.empty()) refuse("prompt", "the prompt is empty and the vocabulary adds no BOS token");
 
   const int64_t prompt = static_cast<int64_t>(job.prompt.size());

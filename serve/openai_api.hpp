@@ -36,6 +36,7 @@ struct ApiSettings {
   std::string chat_missing;            // why not, for the refusal
   SamplingParams sampling;             // the server's --temp, --top-k, --top-p
   int64_t context = 0;                 // positions per sequence
+  std::size_t max_prompt_bytes = 0;    // longer prompt text cannot fit the context (max_prompt_bytes()); 0: no limit
   std::function<uint64_t()> next_seed; // a request without "seed" draws one
 };
 
@@ -45,6 +46,10 @@ struct ApiRequest {
   bool include_usage = false;  // "stream_options": {"include_usage": true}
   CompletionJob job;
 };
+
+// Text of more bytes than context x the longest piece cannot be `context` tokens or fewer (a token
+// stands for at most its piece's bytes of text): such prompts are refused before tokenizing them.
+std::size_t max_prompt_bytes(const Tokenizer& tokenizer, int64_t context);
 
 // Parses and checks a request body; ApiError (400) names the field at fault.
 ApiRequest parse_api_request(std::string_view body, bool chat, const ApiSettings& settings);

@@ -224,6 +224,7 @@ MALFORMED = [  # body, status, what the error message or param says
     ({"prompt": 123}, 400, "'prompt' must be a string"),
     ({"max_tokens": 3}, 400, "'prompt' is required"),
     ({"prompt": "x", "max_tokens": 5000}, 400, "maximum context length is 2048 tokens"),
+    ({"prompt": "a " * 30000}, 400, "the 60000 bytes of text given cannot fit"),
     ({"prompt": [1, 2, 600]}, 400, "token ids needs integers from 0 to 511"),
     ({"prompt": ["a", "b"]}, 400, "one prompt per request"),
     ({"prompt": "x", "n": 2}, 400, "n = 1"),

@@ -114,6 +114,25 @@ TEST_F(OpenAiRequests, RefusesWhatDoesNotFitTheContext) {
   EXPECT_EQ(status_of(R"({"prompt": [-1]})"), 400);
 }
 
+// Text too long to be `context` tokens is refused without being tokenized; the bound is sound:
+// no text within it that fits the context is refused by it.
+TEST_F(OpenAiRequests, RefusesTextThatCannotFitBeforeTokenizingIt) {
+  settings_.max_prompt_bytes = max_prompt_bytes(*tokenizer_, settings_.context);
+  const std::string huge(settings_.max_prompt_bytes + 1, 'a');
+  try {
+    parse(R"({"prompt": ")" + huge + R"("})");
+    FAIL() << "accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.code, "context_length_exceeded");
+    EXPECT_NE(std::string(e.what()).find(std::to_string(huge.size()) + " bytes"), std::string::npos) << e.what();
+  }
+  // The bound's premise: no token stands for more text than its piece's bytes.
+  const std::size_t longest = settings_.max_prompt_bytes / static_cast<std::size_t>(settings_.context);
+  for (const std::string text : {"Once upon a time, there was a little dog.", "h\xc3\xa9llo w\xc3\xb6rld \xe6\x97\xa5\xe6\x9c\xac",
+                                 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "\x01\x02 \t\n  \xf0\x9f\x99\x82!!"})
+    EXPECT_GE(tokenizer_->encode(text, false).size() * longest, text.size()) << text;
+}
+
 TEST_F(OpenAiRequests, ChatWithoutATemplateSaysWhy) {
   settings_.chat_missing = "the file has no tokenizer.chat_template";
   try {
