@@ -1,9 +1,10 @@
-// Q4_1's AVX-512 row kernel: two blocks a step in one 512-bit register. Their 64 nibbles (each
-// block's low nibbles, then its high ones) meet the two blocks' 64 activations in one vpdpbusd
-// (unsigned nibbles, signed activations): lanes 0-7 hold the first block's exact int32 partial
-// sums, lanes 8-15 the second's; one FMA scales them by each block's d * s. The minimum's term,
-// m * s * sum(a), is one scalar FMA per block and token. A row's odd last block runs alone in
-// 256 bits. As dot_avx512.cpp: only the functions below the target pragma use AVX-512, and they
+// Q4_1's AVX-512 row kernel: four blocks a step, two in each 512-bit register. A register's 64
+// nibbles (each block's low nibbles, then its high ones) meet the two blocks' 64 activations in
+// one vpdpbusd (unsigned nibbles, signed activations): lanes 0-7 hold the first block's exact
+// int32 partial sums, lanes 8-15 the second's; one FMA scales them by each block's d * s, picked
+// from the four blocks' products by one permute. The scales and minimums are one FP16
+// conversion per step and the minimums' terms m * s * sum(a) one vector FMA per token (q4_1.hpp),
+// so no scalar chain runs from block to block. A row's last 1-3 blocks run one by one in 256 bits. As dot_avx512.cpp: only the functions below the target pragma use AVX-512, and they
 // run only after cpu_supports(Isa::Avx512).
 #include <immintrin.h>
 
@@ -31,39 +32,49 @@ struct Q4_1Kernel {
     const auto* blocks = reinterpret_cast<const BlockQ4_1*>(row);
     const auto* const* a = reinterpret_cast<const QuantizedActivations* const*>(activations);
     const int64_t count = cols / kQuantBlock;
-    __m512 acc[T];
-    float minimums[T];
+    // Which of the four blocks' d * s each lane takes: lanes 0-7 the first of a register's two blocks.
+    const __m512i first_pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i second_pair = _mm512_add_epi32(first_pair, _mm512_set1_epi32(2));
+    __m512 acc[2][T];
+    __m128 minimums[T];
 #pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps(), minimums[t] = 0.0f;
+    for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = _mm512_setzero_ps(), minimums[t] = _mm_setzero_ps();
     int64_t b = 0;
-    for (; b + 2 <= count; b += 2) {
+    for (; b + 4 <= count; b += 4) {
       prefetch_ahead(blocks + b);
-      prefetch_ahead(blocks + b + 1);
-      const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(nibbles_in_order(blocks[b])), nibbles_in_order(blocks[b + 1]), 1);
-      const float d0 = fp16_to_fp32(blocks[b].scale), d1 = fp16_to_fp32(blocks[b + 1].scale);
-      const float m0 = fp16_to_fp32(blocks[b].minimum), m1 = fp16_to_fp32(blocks[b + 1].minimum);
+      prefetch_ahead(blocks + b + 3);
+      const ScalesAndMinimums sm = scales_and_minimums(blocks + b);
+      const __m512i q[2] = {
+          _mm512_inserti64x4(_mm512_castsi256_si512(nibbles_in_order(blocks[b])), nibbles_in_order(blocks[b + 1]), 1),
+          _mm512_inserti64x4(_mm512_castsi256_si512(nibbles_in_order(blocks[b + 2])), nibbles_in_order(blocks[b + 3]), 1)};
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
-        const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, _mm512_loadu_si512(a[t]->values + b * kQuantBlock));
-        const float s0 = a[t]->scales[b], s1 = a[t]->scales[b + 1];
-        acc[t] = _mm512_fmadd_ps(join(_mm256_set1_ps(d0 * s0), _mm256_set1_ps(d1 * s1)), _mm512_cvtepi32_ps(sums), acc[t]);
-        minimums[t] += m0 * s0 * activation_sum(*a[t], b);
-        minimums[t] += m1 * s1 * activation_sum(*a[t], b + 1);
+        const __m512 ds = _mm512_zextps128_ps512(_mm_mul_ps(sm.d, _mm_loadu_ps(a[t]->scales + b)));
+        minimums[t] = _mm_add_ps(minimums[t], minimum_terms(sm, *a[t], b));
+        const int8_t* x = a[t]->values + b * kQuantBlock;
+        const __m512i sums0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], _mm512_loadu_si512(x));
+        const __m512i sums1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[1], _mm512_loadu_si512(x + 2 * kQuantBlock));
+        acc[0][t] = _mm512_fmadd_ps(_mm512_permutexvar_ps(first_pair, ds), _mm512_cvtepi32_ps(sums0), acc[0][t]);
+        acc[1][t] = _mm512_fmadd_ps(_mm512_permutexvar_ps(second_pair, ds), _mm512_cvtepi32_ps(sums1), acc[1][t]);
       }
     }
-    if (b < count) {
+    float tail[T] = {};
+    for (; b < count; ++b) {  // the row's last 1-3 blocks, one by one in 256 bits
       const __m256i q = nibbles_in_order(blocks[b]);
       const float d = fp16_to_fp32(blocks[b].scale), m = fp16_to_fp32(blocks[b].minimum);
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, load32_i8(a[t]->values + b * kQuantBlock));
         const float s = a[t]->scales[b];
-        acc[t] = _mm512_add_ps(acc[t], join(_mm256_mul_ps(_mm256_set1_ps(d * s), _mm256_cvtepi32_ps(sums)), _mm256_setzero_ps()));
-        minimums[t] += m * s * activation_sum(*a[t], b);
+        acc[0][t] = _mm512_add_ps(acc[0][t], join(_mm256_mul_ps(_mm256_set1_ps(d * s), _mm256_cvtepi32_ps(sums)), _mm256_setzero_ps()));
+        tail[t] += m * s * activation_sum(*a[t], b);
       }
     }
 #pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) out[t] = _mm512_reduce_add_ps(acc[t]) + minimums[t];
+    for (int t = 0; t < T; ++t) {
+      const __m128 two = _mm_add_ps(minimums[t], _mm_movehl_ps(minimums[t], minimums[t]));
+      out[t] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][t], acc[1][t])) + _mm_cvtss_f32(_mm_add_ss(two, _mm_movehdup_ps(two))) + tail[t];
+    }
   }
 };
 
