@@ -6,6 +6,8 @@
 #pragma once
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "engine/kernels/dot.hpp"
 #include "engine/kernels/iq4_nl.hpp"
 
@@ -176,5 +178,32 @@ struct IntegerRowKernels {
   static constexpr RowDot int8_channel = by_token_count<Entry<Int8ChannelRow>::template Kernel>;
   static constexpr RowDot iq4_nl = by_token_count<Entry<Iq4NlRow>::template Kernel>;
 };
+
+// Four blocks' first two FP16 words (Q4_1, Q5_1: d and m; Q5_0: d and half of its mask) as
+// FP32: {d0..d3} and {m0..m3}. One conversion for four blocks, so the SIMD kernels of the
+// formats with a minimum keep no scalar work per block.
+struct ScalesAndMinimums {
+  __m128 d, m;
+};
+template <typename Block>
+inline ScalesAndMinimums scales_and_minimums(const Block* four) {
+  auto head = [&](int j) {
+    int32_t bits;
+    std::memcpy(&bits, &four[j], sizeof bits);
+    return bits;
+  };
+  const __m256 dm = _mm256_cvtph_ps(_mm_setr_epi32(head(0), head(1), head(2), head(3)));  // d0 m0 d1 m1 ...
+  const __m256 split = _mm256_permutevar8x32_ps(dm, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+  return {_mm256_castps256_ps128(split), _mm256_extractf128_ps(split, 1)};
+}
+
+// m * s * sum(a) of four blocks from b on, for one token: the minimums' share of the dot product
+// (Q4_1, Q5_1), added lane by lane (sum(a) = block_offsets / -8, exact in FP32).
+inline __m128 minimum_terms(const ScalesAndMinimums& sm, const QuantizedActivations& a, int64_t b) {
+  const __m128 s = _mm_loadu_ps(a.scales + b);
+  const __m128 sums = _mm_mul_ps(_mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.block_offsets + b))),
+                                 _mm_set1_ps(-0.125f));
+  return _mm_mul_ps(_mm_mul_ps(sm.m, s), sums);
+}
 
 }  // namespace cpullm

@@ -53,8 +53,9 @@ void quantize_row_q5_1(const float* x, std::byte* row, int64_t n);
 void dequantize_row_q5_0(const std::byte* row, float* out, int64_t n);
 void dequantize_row_q5_1(const std::byte* row, float* out, int64_t n);
 
-// The row kernels, one per ISA level (q5.cpp, q5_avx2.cpp).
+// The row kernels, one per ISA level (q5.cpp, q5_avx2.cpp, q5_avx512.cpp).
 namespace scalar_dot { extern const RowDot q5_0, q5_1; }
 namespace avx2_dot { extern const RowDot q5_0, q5_1; }
+namespace avx512_dot { extern const RowDot q5_0, q5_1; }
 
 }  // namespace cpullm

@@ -39,8 +39,8 @@ constexpr Streaming kQ4_0Streaming{.most_tokens = kRowStreamTokens, .activation_
 constexpr Streaming kSubBlockStreaming{.most_tokens = 3 * kRowStreamTokens, .activation_block_bytes = 0};
 
 // The table. Every field by name; a format leaves out what it lacks (no GEMM panel, no
-// llama.cpp file type). Q5_0, Q5_1, Q2_K and Q3_K have no AVX-512 row kernel of their own: their
-// AVX-512 level runs the AVX2 one, named as such. Built on first use, so no other file's static initialisation can find it
+// llama.cpp file type). Q2_K and Q3_K have no AVX-512 row kernel of their own: their AVX-512
+// level runs the AVX2 one, named as such. Built on first use, so no other file's static initialisation can find it
 // empty.
 const auto& table() {
   static const std::array kFormats = {
@@ -134,7 +134,7 @@ const auto& table() {
           .decode = dequantize_row_q5_0,
           .output_layer = GgmlType::Q6_K,
           .llama_file_type = 8,  // MOSTLY_Q5_0
-          .dot = {.scalar = scalar_dot::q5_0, .avx2 = avx2_dot::q5_0, .avx512 = avx2_dot::q5_0},
+          .dot = {.scalar = scalar_dot::q5_0, .avx2 = avx2_dot::q5_0, .avx512 = avx512_dot::q5_0},
           .gemm = {.panels = GemmPanels::sub_blocks, .pack = pack_q5_0_panel, .whole_blocks = true},
           .streaming = kSubBlockStreaming,
       },
@@ -147,7 +147,7 @@ const auto& table() {
           .decode = dequantize_row_q5_1,
           .output_layer = GgmlType::Q6_K,
           .llama_file_type = 9,  // MOSTLY_Q5_1
-          .dot = {.scalar = scalar_dot::q5_1, .avx2 = avx2_dot::q5_1, .avx512 = avx2_dot::q5_1},
+          .dot = {.scalar = scalar_dot::q5_1, .avx2 = avx2_dot::q5_1, .avx512 = avx512_dot::q5_1},
           .gemm = {.panels = GemmPanels::sub_blocks, .pack = pack_q5_1_panel, .whole_blocks = true},
           .streaming = kSubBlockStreaming,
       },

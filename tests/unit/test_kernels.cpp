@@ -428,10 +428,10 @@ TEST(Matvec, RefusesTypesWithoutAKernel) {
 }
 
 // Each level runs a kernel of its own, except where the registry gives the AVX-512 level the
-// AVX2 one (Q5_0, Q5_1, Q2_K, Q3_K). Same-named kernels in two files once resolved to one
+// AVX2 one (Q2_K, Q3_K). Same-named kernels in two files once resolved to one
 // function for both levels (dot.hpp, by_token_count): the AVX-512 Q4_1 kernel never ran.
 TEST(Matvec, EveryLevelRunsAKernelOfItsOwn) {
-  const std::set<GgmlType> avx2_at_avx512 = {GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K};
+  const std::set<GgmlType> avx2_at_avx512 = {GgmlType::Q2_K, GgmlType::Q3_K};
   for (const WeightFormat& f : weight_formats()) {
     EXPECT_NE(f.dot.scalar, f.dot.avx2) << f.name;
     if (avx2_at_avx512.contains(f.type)) EXPECT_EQ(f.dot.avx512, f.dot.avx2) << f.name;
