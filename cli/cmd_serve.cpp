@@ -33,9 +33,8 @@ struct ServeOptions {
 int planned_sequences(const RunConfig& run) {
   const GgufFile file(run.model);
   const LlamaConfig c = LlamaConfig::from_gguf(file);
-  const int64_t context = run.context ? run.context : Model::default_context(c);
-  const KvCacheShape one{.sequences = 1, .layers = c.n_layers, .context = context, .kv_dim = c.kv_dim(),
-                         .kv_heads = c.n_kv_heads, .type = parse_kv_type(run.kv_type)};
+  const KvCacheShape one = Model::cache_shape(c, {.context = run.context, .sequences = 1, .kv_type = parse_kv_type(run.kv_type)});
+  const int64_t context = one.context;
   const MemoryPlan plan = plan_memory(file, c, one, std::min(Model::kMaxChunk, context));
   const int64_t fit = sequences_that_fit(plan, 0.5);
   const int sequences = static_cast<int>(std::clamp<int64_t>(fit, 1, kDefaultSlots));

@@ -39,6 +39,12 @@ const std::set<std::string> kCompletionFields = {"prompt", "echo", "best_of", "s
 const std::set<std::string> kChatFields = {"messages", "max_completion_tokens", "top_logprobs", "response_format",
                                            "tools", "tool_choice", "functions", "function_call", "parallel_tool_calls"};
 
+// The fields above that cpullm acts on; the others are OpenAI's that it does not implement, accepted
+// only at the value that changes nothing (is_default).
+const std::set<std::string> kImplemented = {"model", "stream", "stream_options", "max_tokens", "max_completion_tokens",
+                                            "temperature", "top_p", "top_k", "seed", "stop", "n", "user",
+                                            "ignore_eos", "prompt", "messages"};
+
 // OpenAI's fields cpullm does not implement are accepted only at the value that changes nothing.
 bool is_default(const std::string& key, const json& v) {
   if (v.is_null()) return true;
@@ -186,10 +192,7 @@ ApiRequest parse_api_request(std::string_view text, bool chat, const ApiSettings
   for (const auto& [key, value] : body.items()) {
     if (!kCommonFields.contains(key) && !own.contains(key))
       refuse(key, fmt::format("Unrecognized request argument supplied: {}", key));
-    static const std::set<std::string> implemented = {
-        "model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
-        "seed", "stop", "n", "user", "ignore_eos", "prompt", "messages"};
-    if (!implemented.contains(key) && !is_default(key, value))
+    if (!kImplemented.contains(key) && !is_default(key, value))
       refuse(key, fmt::format("'{}' is not supported by cpullm serve (only at its default value)", key));
   }
   if (body.contains("model") && !body["model"].is_string()) refuse("model", "'model' must be a string");

@@ -54,7 +54,14 @@ std::vector<std::vector<std::span<const std::byte>>> prefetch_ranges(const Model
 
 }  // namespace
 
-int64_t Model::default_context(const LlamaConfig& config) { return std::min(config.train_context, kDefaultContextCap); }
+KvCacheShape Model::cache_shape(const LlamaConfig& c, const ModelOptions& options) {
+  return {.sequences = options.sequences,
+          .layers = c.n_layers,
+          .context = options.context ? options.context : std::min(c.train_context, kDefaultContextCap),
+          .kv_dim = c.kv_dim(),
+          .kv_heads = c.n_kv_heads,
+          .type = options.kv_type};
+}
 
 Model::Model(const std::string& path, const ModelOptions& options)
     : file_(std::make_unique<GgufFile>(path)), config_(LlamaConfig::from_gguf(*file_)),
@@ -66,12 +73,7 @@ Model::Model(const std::string& path, const ModelOptions& options)
   if (options.context < 0) fail("context {} is negative", options.context);
   if (options.sequences < 1 || options.sequences > kMaxSequences)
     fail("{} sequences: must be from 1 to {}", options.sequences, kMaxSequences);
-  KvCacheShape shape{.sequences = options.sequences,
-                     .layers = c.n_layers,
-                     .context = options.context ? options.context : default_context(c),
-                     .kv_dim = c.kv_dim(),
-                     .kv_heads = c.n_kv_heads,
-                     .type = options.kv_type};
+  KvCacheShape shape = cache_shape(c, options);
   if (const std::string refusal = kv_type_refusal(shape.type, c.head_dim); !refusal.empty())
     fail("{}: --kv-type {}: {}", path, kv_type_name(shape.type), refusal);
   // Refuse before computing sizes that could overflow, then before allocating anything.

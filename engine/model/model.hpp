@@ -108,8 +108,9 @@ class Model {
   // Tile sizes of the attention of several consecutive queries (a single query needs none).
   void set_attention_tiles(const AttentionTiles& tiles) { attention_tiles_ = tiles; }
   static constexpr int64_t kMaxChunk = 512;
-  // Positions per sequence when ModelOptions::context is 0: the trained context, at most 4096.
-  static int64_t default_context(const LlamaConfig& config);
+  // The KV cache a run of `options` gets: its sequences and context (0: the trained context, at
+  // most 4096), the model's layers and KV heads, the KV type. cpullm serve sizes its slots by it.
+  static KvCacheShape cache_shape(const LlamaConfig& config, const ModelOptions& options);
   static constexpr int32_t kMaxSequences = 4096;
 
  private:

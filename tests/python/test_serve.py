@@ -301,36 +301,33 @@ def wait_running(s):
         time.sleep(0.005)
 
 
-def test_sigterm_finishes_requests_in_flight_then_exits_0(ctx, model):
-    s = Server(ctx.cpullm, model, "--grace", "60")
+def stream_then_sigterm(ctx, model, grace, max_tokens):
+    """A server with --grace GRACE, one streamed request of max_tokens running, then SIGTERM: the
+    request's events and the server (stopped, exit status checked)."""
+    s = Server(ctx.cpullm, model, "--grace", str(grace))
     result = {}
 
     def client():
-        result["events"] = s.stream("/v1/completions", {"prompt": "Once", "max_tokens": 1800, "ignore_eos": True})
+        result["events"] = s.stream("/v1/completions", {"prompt": "Once", "max_tokens": max_tokens, "ignore_eos": True})
     t = threading.Thread(target=client)
     t.start()
     wait_running(s)
     assert s.stop() == 0
     t.join(60)
-    events = result["events"]
+    return result["events"], s
+
+
+def test_sigterm_finishes_requests_in_flight_then_exits_0(ctx, model):
+    events, s = stream_then_sigterm(ctx, model, 60, 1800)
     assert events[-1] == "[DONE]" and events[-2]["choices"][0]["finish_reason"] == "length"
     assert sum(1 for e in events if e != "[DONE]") == 1800
     assert any("SIGTERM: no new requests" in line for line in s.lines)
 
 
 def test_after_the_grace_period_requests_are_cancelled(ctx, model):
-    s = Server(ctx.cpullm, model, "--grace", "0")
-    result = {}
-
-    def client():
-        result["events"] = s.stream("/v1/completions", {"prompt": "Once", "max_tokens": 2000, "ignore_eos": True})
-    t = threading.Thread(target=client)
-    t.start()
-    wait_running(s)
-    assert s.stop() == 0
-    t.join(60)
-    *tokens, error, done = result["events"]
-    assert done == "[DONE]" and error["error"]["code"] == "server_shutdown", result["events"][-2:]
+    events, _ = stream_then_sigterm(ctx, model, 0, 2000)
+    *tokens, error, done = events
+    assert done == "[DONE]" and error["error"]["code"] == "server_shutdown", events[-2:]
     assert len(tokens) < 2000
 
 
