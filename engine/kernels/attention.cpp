@@ -56,8 +56,7 @@ void attend_segment(const AttentionRowKernels& kernels, const float* q, int64_t 
   const int64_t stride = result_floats(hd);
   for (int64_t t0 = 0; t0 < n; t0 += kTileRows) {
     const int64_t rows = std::min(kTileRows, n - t0);
-    for (int64_t i = 0; i < heads; ++i)
-      kernels.score(&scores[i * n + t0], q + i * hd, keys + t0 * row_size, row_size, rows, hd, scale);
+    kernels.score(&scores[t0], n, q, heads, keys + t0 * row_size, row_size, rows, hd, scale);
   }
   for (int64_t i = 0; i < heads; ++i) {
     float* s = &scores[i * n];
@@ -70,8 +69,7 @@ void attend_segment(const AttentionRowKernels& kernels, const float* q, int64_t 
   }
   for (int64_t t0 = 0; t0 < n; t0 += kTileRows) {
     const int64_t rows = std::min(kTileRows, n - t0);
-    for (int64_t i = 0; i < heads; ++i)
-      kernels.accumulate(&results[i * stride], &scores[i * n + t0], values + t0 * row_size, row_size, rows, hd);
+    kernels.accumulate(results, stride, &scores[t0], n, heads, values + t0 * row_size, row_size, rows, hd);
   }
 }
 

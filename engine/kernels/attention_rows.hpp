@@ -1,5 +1,6 @@
-// Decode attention's two row kernels, at each ISA level and for each KV cache type: a query's
-// scores against a run of key rows, and its output's sum of probabilities times value rows. They
+// Decode attention's two row kernels, at each ISA level and for each KV cache type: the scores
+// of the query heads that read one KV head against a run of its key rows, and their outputs' sums
+// of probabilities times value rows. They
 // read the cache's rows where they lie, each value widened to FP32 in registers (F16 through F16C,
 // BF16 by a shift, Q8_0 by widening its int8 values and applying the block's scale), never into a
 // buffer first: widening every 64-row tile into FP32 made the half-size F16 cache slower than F32
@@ -16,13 +17,17 @@
 
 namespace cpullm {
 
+// Both take the query heads that read one KV head together (grouped-query attention: TinyLlama
+// and Llama 3 have 8 or 4 a KV head), so each cache value is widened once for all of them.
 struct AttentionRowKernels {
-  // scores[j] = scale * (q . row j) for j < n: q (head_dim), row j at rows + j * stride bytes.
-  void (*score)(float* scores, const float* q, const std::byte* rows, int64_t stride, int64_t n, int64_t head_dim,
-                float scale);
-  // out (head_dim) += sum over k < n of coefficients[k] * row k, row k at rows + k * stride bytes.
-  void (*accumulate)(float* out, const float* coefficients, const std::byte* rows, int64_t stride, int64_t n,
-                     int64_t head_dim);
+  // scores[h * scores_stride + j] = scale * (q_h . row j) for h < heads, j < n: q_h at
+  // q + h * head_dim, row j at rows + j * stride bytes.
+  void (*score)(float* scores, int64_t scores_stride, const float* q, int64_t heads, const std::byte* rows,
+                int64_t stride, int64_t n, int64_t head_dim, float scale);
+  // out_h (head_dim, at out + h * out_stride) += sum over k < n of coefficients_h[k] * row k, for
+  // h < heads: coefficients_h at coefficients + h * coefficients_stride.
+  void (*accumulate)(float* out, int64_t out_stride, const float* coefficients, int64_t coefficients_stride,
+                     int64_t heads, const std::byte* rows, int64_t stride, int64_t n, int64_t head_dim);
 };
 
 // One level's kernels for each cache type.

@@ -85,13 +85,13 @@ BENCHMARK(BM_Attention)->Name("attention")->Apply(Cases)->UseRealTime()->Unit(be
 
 // One decode step's attention, one query at the end of `positions` cached ones, as each layer of
 // a decode step runs it, over a cache laid out as the engine's; bytes/s counts the cache bytes it reads, the figure to hold against the
-// read roof at depth. Arguments: positions, KV heads (32 heads of 128: 32 is LLaMA-7B; 32 heads
-// of 64 with 4 KV heads is TinyLlama's grouped-query layout, with 1 multi-query attention, where
-// every thread must share one KV head's cache), the cache's type.
+// read roof at depth. Arguments: positions, KV heads (32 query heads: over 32 KV heads of 128,
+// LLaMA-7B; over 8 of 128, Llama 3 8B; over 4 of 64, TinyLlama's grouped-query layout; over 1 of
+// 64, multi-query attention, where every thread must share one KV head's cache), the cache's type.
 void BM_AttentionDecode(benchmark::State& state) {
   const int64_t positions = state.range(0), kv_heads = state.range(1);
   const auto kv_type = static_cast<cpullm::GgmlType>(state.range(2));
-  const AttentionShape shape{32, kv_heads, kv_heads == 32 ? 128 : 64};
+  const AttentionShape shape{32, kv_heads, kv_heads == 32 || kv_heads == 8 ? 128 : 64};
   const int64_t dim = shape.n_heads * shape.head_dim;
   const int64_t head_bytes = cpullm::row_bytes(kv_type, shape.head_dim), row_size = kv_heads * head_bytes;
   std::mt19937 rng(1);
@@ -121,7 +121,7 @@ void BM_AttentionDecode(benchmark::State& state) {
 
 void DecodeCases(benchmark::internal::Benchmark* b) {
   for (int64_t positions : {64, 512, 2048, 8192})
-    for (int64_t kv_heads : {1, 4, 32})
+    for (int64_t kv_heads : {1, 4, 8, 32})
       for (auto kv_type : {cpullm::GgmlType::F32, cpullm::GgmlType::F16, cpullm::GgmlType::BF16, cpullm::GgmlType::Q8_0})
         b->Args({positions, kv_heads, static_cast<int64_t>(kv_type)});
 }

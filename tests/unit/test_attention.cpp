@@ -211,10 +211,12 @@ TEST(SingleQueries, ReadNothingPastTheCache) {
 
 // Each level's two row kernels against the scalar ones, for every cache type, head sizes on and
 // off the vector widths (AVX-512 runs of 8, 4 and 1 vectors, and leftover columns), row counts
-// around the score kernel's groups of 8, rows apart by more than a head (a cache of 3 heads a
-// position). Both sum the same FP32 products in different orders, so each result may differ from
-// the scalar one by the classical bound for two summation orders of m terms: 2 m 2^-24 times the
-// sum of the terms' magnitudes.
+// around the score kernel's groups of 8, groups of query heads that take every pass (8, 4, 2 and
+// 1 heads at a time: 13 = 8 + 4 + 1, 7 = 4 + 2 + 1), rows apart by more than a head (a cache of 3
+// heads a position). Both sum the same FP32 products in different orders, so each result may
+// differ from the scalar one by the classical bound for two summation orders of m terms: 2 m 2^-24
+// times the sum of the terms' magnitudes (a Q8_0 value is its int8 times its scale in both, each
+// product rounded once more: m counts it twice).
 TEST(AttentionRows, EveryLevelMatchesTheScalarKernels) {
   std::mt19937 rng(31);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -223,35 +225,48 @@ TEST(AttentionRows, EveryLevelMatchesTheScalarKernels) {
     if (!cpu_supports(isa)) continue;
     for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0})
       for (int64_t head_dim : {12, 32, 48, 64, 96, 128, 136, 256})
-        for (int64_t n : {1, 7, 8, 9, 64}) {
-          if (kv_type == GgmlType::Q8_0 && head_dim % 32 != 0) continue;
-          const int64_t stride = row_bytes(kv_type, 3 * head_dim);
-          std::vector<float> q(head_dim), rows(n * 3 * head_dim), coefficients(n);
-          for (auto* v : {&q, &rows, &coefficients})
-            for (float& x : *v) x = normal(rng);
-          std::vector<float> widened = rows;
-          const std::vector<std::byte> cache = encode_cache(kv_type, widened, n, 3 * head_dim);
-          const AttentionRowKernels &reference = attention_row_kernels(Isa::Scalar, kv_type),
-                                    &kernels = attention_row_kernels(isa, kv_type);
-          const std::string what = std::string(isa_name(isa)) + ", " + std::string(ggml_type_name(kv_type)) + ", head_dim " +
-                                   std::to_string(head_dim) + ", " + std::to_string(n) + " rows";
-          std::vector<float> expected(n), scores(n);
-          reference.score(expected.data(), q.data(), cache.data(), stride, n, head_dim, 0.5f);
-          kernels.score(scores.data(), q.data(), cache.data(), stride, n, head_dim, 0.5f);
-          for (int64_t j = 0; j < n; ++j) {
-            double magnitude = 0;
-            for (int64_t c = 0; c < head_dim; ++c) magnitude += std::abs(q[c] * widened[j * 3 * head_dim + c]) * 0.5;
-            EXPECT_NEAR(scores[j], expected[j], 2 * head_dim * kUnit * magnitude) << what << ", score " << j;
+        for (int64_t n : {1, 7, 8, 9, 64})
+          for (int64_t heads : {1, 2, 7, 13}) {
+            if (kv_type == GgmlType::Q8_0 && head_dim % 32 != 0) continue;
+            const int64_t stride = row_bytes(kv_type, 3 * head_dim);
+            std::vector<float> q(heads * head_dim), rows(n * 3 * head_dim), coefficients(heads * n);
+            for (auto* v : {&q, &rows, &coefficients})
+              for (float& x : *v) x = normal(rng);
+            std::vector<float> widened = rows;
+            const std::vector<std::byte> cache = encode_cache(kv_type, widened, n, 3 * head_dim);
+            const AttentionRowKernels &reference = attention_row_kernels(Isa::Scalar, kv_type),
+                                      &kernels = attention_row_kernels(isa, kv_type);
+            const std::string what = std::string(isa_name(isa)) + ", " + std::string(ggml_type_name(kv_type)) +
+                                     ", head_dim " + std::to_string(head_dim) + ", " + std::to_string(n) + " rows, " +
+                                     std::to_string(heads) + " heads";
+            const double rounding = kv_type == GgmlType::Q8_0 ? 2 : 1;
+            std::vector<float> expected(heads * n), scores(heads * n);
+            reference.score(expected.data(), n, q.data(), heads, cache.data(), stride, n, head_dim, 0.5f);
+            kernels.score(scores.data(), n, q.data(), heads, cache.data(), stride, n, head_dim, 0.5f);
+            for (int64_t h = 0; h < heads; ++h)
+              for (int64_t j = 0; j < n; ++j) {
+                double magnitude = 0;
+                for (int64_t c = 0; c < head_dim; ++c)
+                  magnitude += std::abs(q[h * head_dim + c] * widened[j * 3 * head_dim + c]) * 0.5;
+                EXPECT_NEAR(scores[h * n + j], expected[h * n + j], 2 * rounding * head_dim * kUnit * magnitude)
+                    << what << ", head " << h << ", score " << j;
+              }
+            // Both add to what is there; outputs a head and a half apart.
+            const int64_t out_stride = head_dim + head_dim / 2;
+            std::vector<float> expected_sum(heads * out_stride, 1.0f), sum(heads * out_stride, 1.0f);
+            reference.accumulate(expected_sum.data(), out_stride, coefficients.data(), n, heads, cache.data(), stride, n,
+                                 head_dim);
+            kernels.accumulate(sum.data(), out_stride, coefficients.data(), n, heads, cache.data(), stride, n, head_dim);
+            for (int64_t h = 0; h < heads; ++h)
+              for (int64_t c = 0; c < out_stride; ++c) {
+                double magnitude = 1;
+                for (int64_t k = 0; c < head_dim && k < n; ++k)
+                  magnitude += std::abs(coefficients[h * n + k] * widened[k * 3 * head_dim + c]);
+                EXPECT_NEAR(sum[h * out_stride + c], expected_sum[h * out_stride + c],
+                            2 * rounding * (n + 1) * kUnit * magnitude)
+                    << what << ", head " << h << ", column " << c;
+              }
           }
-          std::vector<float> expected_sum(head_dim, 1.0f), sum(head_dim, 1.0f);  // both add to what is there
-          reference.accumulate(expected_sum.data(), coefficients.data(), cache.data(), stride, n, head_dim);
-          kernels.accumulate(sum.data(), coefficients.data(), cache.data(), stride, n, head_dim);
-          for (int64_t c = 0; c < head_dim; ++c) {
-            double magnitude = 1;
-            for (int64_t k = 0; k < n; ++k) magnitude += std::abs(coefficients[k] * widened[k * 3 * head_dim + c]);
-            EXPECT_NEAR(sum[c], expected_sum[c], 2 * (n + 1) * kUnit * magnitude) << what << ", column " << c;
-          }
-        }
   }
 }
 

@@ -587,8 +587,8 @@ TEST(Ops, SwigluIsSiluTimesUp) {
 // on and off the kernel's 32-float columns, positions past its 64-row tiles and at depth (3000),
 // every cache type (Q8_0 with heads of whole 32-value blocks, the only ones it takes),
 // sliding windows shorter than the positions (the query sees only the last `window`), on the
-// row kernels of every ISA level this CPU runs; and the same output, bit for bit, at 1, 2, 3 and
-// 5 threads (a KV head's 4 query heads in one unit, or split in runs of 2, with units left empty).
+// row kernels of every ISA level this CPU runs, with 4 query heads a KV head, 7 (the kernels'
+// passes of 4, 2 and 1 heads) and 1; and the same output, bit for bit, at 1, 2, 3 and 5 threads.
 TEST(Attention, GroupedQueryMatchesNaiveDouble) {
   struct Config {
     int64_t head_dim, positions;
@@ -601,54 +601,57 @@ TEST(Attention, GroupedQueryMatchesNaiveDouble) {
                               Config{64, 3000, GgmlType::F16}, Config{128, 2100, GgmlType::F32, 1500},
                               Config{32, 70, GgmlType::Q8_0}, Config{64, 150, GgmlType::Q8_0, 70},
                               Config{128, 3000, GgmlType::Q8_0}, Config{96, 77, GgmlType::Q8_0}}) {
-    const AttentionShape shape{8, 2, config.head_dim, config.window};
-    const int64_t positions = config.positions, kv_dim = shape.n_kv_heads * shape.head_dim;
-    std::mt19937 rng(9);
-    std::uniform_real_distribution<float> dist(-1, 1);
-    std::vector<float> q(shape.n_heads * shape.head_dim), keys(positions * kv_dim), values(positions * kv_dim);
-    for (auto* v : {&q, &keys, &values})
-      for (float& x : *v) x = dist(rng);
-    const int64_t row_size = row_bytes(config.kv_type, kv_dim);
-    std::vector<std::byte> key_cache(positions * row_size), value_cache(positions * row_size);
-    for (int64_t t = 0; t < positions; ++t)  // the cache's values, and the widened ones the reference reads
-      for (auto [v, cache] : {std::pair{&keys, &key_cache}, std::pair{&values, &value_cache}}) {
-        encode_row(config.kv_type, &(*v)[t * kv_dim], &(*cache)[t * row_size], kv_dim);
-        decode_row(config.kv_type, &(*cache)[t * row_size], &(*v)[t * kv_dim], kv_dim);
-      }
-    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
-    if (!cpu_supports(isa)) continue;
-    std::vector<float> out(q.size());
-    attention(out.data(), q.data(), key_cache.data(), value_cache.data(), config.kv_type, positions, shape, isa);
-    const int threads = omp_get_max_threads();
-    for (int t : {1, 2, 3, 5}) {
-      omp_set_num_threads(t);
-      std::vector<float> again(q.size());
-      attention(again.data(), q.data(), key_cache.data(), value_cache.data(), config.kv_type, positions, shape, isa);
-      EXPECT_EQ(again, out) << t << " threads, head_dim " << config.head_dim << ", window " << config.window << ", "
-                            << isa_name(isa);
-    }
-    omp_set_num_threads(threads);
+    for (const auto& [heads, kv_heads] : {std::pair<int64_t, int64_t>{8, 2}, {7, 1}, {2, 2}}) {
+      const AttentionShape shape{heads, kv_heads, config.head_dim, config.window};
+      const int64_t positions = config.positions, kv_dim = shape.n_kv_heads * shape.head_dim;
+      std::mt19937 rng(9);
+      std::uniform_real_distribution<float> dist(-1, 1);
+      std::vector<float> q(shape.n_heads * shape.head_dim), keys(positions * kv_dim), values(positions * kv_dim);
+      for (auto* v : {&q, &keys, &values})
+        for (float& x : *v) x = dist(rng);
+      const int64_t row_size = row_bytes(config.kv_type, kv_dim);
+      std::vector<std::byte> key_cache(positions * row_size), value_cache(positions * row_size);
+      for (int64_t t = 0; t < positions; ++t)  // the cache's values, and the widened ones the reference reads
+        for (auto [v, cache] : {std::pair{&keys, &key_cache}, std::pair{&values, &value_cache}}) {
+          encode_row(config.kv_type, &(*v)[t * kv_dim], &(*cache)[t * row_size], kv_dim);
+          decode_row(config.kv_type, &(*cache)[t * row_size], &(*v)[t * kv_dim], kv_dim);
+        }
+      for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+        if (!cpu_supports(isa)) continue;
+        std::vector<float> out(q.size());
+        attention(out.data(), q.data(), key_cache.data(), value_cache.data(), config.kv_type, positions, shape, isa);
+        const int threads = omp_get_max_threads();
+        for (int t : {1, 2, 3, 5}) {
+          omp_set_num_threads(t);
+          std::vector<float> again(q.size());
+          attention(again.data(), q.data(), key_cache.data(), value_cache.data(), config.kv_type, positions, shape, isa);
+          EXPECT_EQ(again, out) << t << " threads, head_dim " << config.head_dim << ", window " << config.window << ", "
+                                << isa_name(isa) << ", " << heads << " heads";
+        }
+        omp_set_num_threads(threads);
 
-    for (int64_t h = 0; h < shape.n_heads; ++h) {
-      const int64_t kv = h / (shape.n_heads / shape.n_kv_heads);  // heads 0-3 read kv 0, 4-7 kv 1
-      std::vector<double> p(positions);
-      double total = 0;
-      const int64_t first = config.window > 0 ? std::max<int64_t>(0, positions - config.window) : 0;
-      for (int64_t t = first; t < positions; ++t) {
-        double dot = 0;
-        for (int64_t i = 0; i < shape.head_dim; ++i)
-          dot += q[h * shape.head_dim + i] * keys[t * kv_dim + kv * shape.head_dim + i];
-        p[t] = std::exp(dot / std::sqrt(static_cast<double>(shape.head_dim)));
-        total += p[t];
+        for (int64_t h = 0; h < shape.n_heads; ++h) {
+          const int64_t kv = h / (shape.n_heads / shape.n_kv_heads);  // with 8 over 2: heads 0-3 read kv 0, 4-7 kv 1
+          std::vector<double> p(positions);
+          double total = 0;
+          const int64_t first = config.window > 0 ? std::max<int64_t>(0, positions - config.window) : 0;
+          for (int64_t t = first; t < positions; ++t) {
+            double dot = 0;
+            for (int64_t i = 0; i < shape.head_dim; ++i)
+              dot += q[h * shape.head_dim + i] * keys[t * kv_dim + kv * shape.head_dim + i];
+            p[t] = std::exp(dot / std::sqrt(static_cast<double>(shape.head_dim)));
+            total += p[t];
+          }
+          for (int64_t i = 0; i < shape.head_dim; ++i) {
+            double expected = 0;
+            for (int64_t t = first; t < positions; ++t) expected += p[t] / total * values[t * kv_dim + kv * shape.head_dim + i];
+            EXPECT_NEAR(out[h * shape.head_dim + i], expected, 1e-5) << "head " << h << ", head_dim " << config.head_dim << ", "
+                                                                     << ggml_type_name(config.kv_type) << ", window "
+                                                                     << config.window << ", " << isa_name(isa) << ", "
+                                                                     << heads << " heads";
+          }
+        }
       }
-      for (int64_t i = 0; i < shape.head_dim; ++i) {
-        double expected = 0;
-        for (int64_t t = first; t < positions; ++t) expected += p[t] / total * values[t * kv_dim + kv * shape.head_dim + i];
-        EXPECT_NEAR(out[h * shape.head_dim + i], expected, 1e-5) << "head " << h << ", head_dim " << config.head_dim << ", "
-                                                                 << ggml_type_name(config.kv_type) << ", window "
-                                                                 << config.window << ", " << isa_name(isa);
-      }
-    }
     }
   }
 }
