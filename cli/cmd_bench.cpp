@@ -38,7 +38,7 @@ namespace {
 // every list flag accepts llama-bench's commas, ranges and repetition (-n 16 -n 32).
 struct BenchOptions {
   std::vector<std::string> models, n_prompt{"512"}, n_gen{"128"}, prompt_gen, n_depth{"0"}, threads{"0"}, n_batch{"512"},
-      n_seq{"1"}, isa, attn_tile{"64x64"}, binding{"none"}, placement{"first-touch"}, kv_type{std::string(kv_type_name(kDefaultKvType))},
+      n_seq{"1"}, isa, attn_tile{kDefaultAttentionTiles}, binding{"none"}, placement{"first-touch"}, kv_type{std::string(kv_type_name(kDefaultKvType))},
       prefetch{"0"};
   int repetitions = 5;
   std::string output = "md";

@@ -108,7 +108,7 @@ SPEED_CLAIMS = {
                      "tg", 1 / 0.78, "cpullm bench -m MODEL -n 32 --prefetch 0,1 --db results.db"),
     "C10": SpeedClaim("C10: 8x8 tiling of QK^T reduces cache misses (faster attention)", "attn_tile", lambda v: v == "8x8",
                       lambda v: v not in (None, "", "8x8"), "pp", QUALITATIVE,
-                      "cpullm bench -m MODEL -p 512 -n 0 --attn-tile 8x8,64x64 --db results.db"),
+                      "cpullm bench -m MODEL -p 512 -n 0 --attn-tile 8x8,128x128 --db results.db"),
 }
 
 

@@ -106,7 +106,7 @@ def configuration_label(r):
         parts.append(f"{r['n_seq']} seq")
     if r.get("n_threads") is not None:
         parts.append(f"{r['n_threads']} thread" + ("s" if r["n_threads"] != 1 else ""))
-    for key, default, shown in (("isa", None, "{}"), ("attn_tile", "64x64", "tile {}"), ("binding", "none", "bind {}"),
+    for key, default, shown in (("isa", None, "{}"), ("attn_tile", "128x128", "tile {}"), ("binding", "none", "bind {}"),
                                 ("placement", "first-touch", "{}"), ("kv_type", "f16", "{} KV"), ("cpuset", None, "CPUs {}")):
         if r.get(key) and r.get(key) != default:
             parts.append(shown.format(r[key]))

@@ -10,7 +10,7 @@ the verdicts from them:
   C7   Top-K 20% sparse against dense, both F16 (decode)
   C8   --bind none against numa, on a host with more than one NUMA node (else the report says why not)
   C9   --prefetch 0 against 1 (decode)
-  C10  --attn-tile 8x8 against 64x64 on a 512-token prompt
+  C10  --attn-tile 8x8 against 128x128 on a 512-token prompt
   C11  two processes sharing the mapped model (--processes 2)
 The speed pairs run in rounds of -r REPETITIONS each; after every round a claim whose interval
 (reports/claims.py's speed_effect: a bootstrap over the stored repetitions) is tight, or already
@@ -87,7 +87,7 @@ def pairs(args, paths, nodes):
         "C6": [["-m", ",".join(paths[f] for f in ("f32", "int8-channel", "q8_0")), *decode]],
         "C7": [["-m", f"{args.model},{paths['f16+sparse0.2']}", *decode]],
         "C9": [["-m", args.model, *decode, "--prefetch", "0,1"]],
-        "C10": [["-m", args.model, "-p", "512", "-n", "0", "--attn-tile", "8x8,64x64"]],
+        "C10": [["-m", args.model, "-p", "512", "-n", "0", "--attn-tile", "8x8,128x128"]],
     }
     if nodes > 1:
         out["C8"] = [["-m", args.model, *decode, "--bind", "none,numa"]]

@@ -8,7 +8,7 @@ A space file is JSON or TOML (by its extension):
     bind = ["none", "compact"]    # none, compact, scatter, numa
     cpuset = ["", "1"]            # isolcpus-style lists; "": every CPU
     housekeeping = [0, 1]         # cores per NUMA node left to the OS
-    attn_tile = ["8x8", "64x64"]
+    attn_tile = ["8x8", "128x128"]
     format = ["q8_0", "q4_0"]     # the model is quantized into the cache (cpullm quantize)
     keep = ["", "first,last"]     # tensors left at full precision (quantize --keep)
     sparsity = [0.0, 0.5]         # fraction of weights pruned (quantize --sparsity)

@@ -62,9 +62,8 @@ void attend_segment(const AttentionRowKernels& kernels, const float* q, int64_t 
     float* s = &scores[i * n];
     float* result = &results[i * stride];
     const float max = max_value(s, n);
-    for (int64_t j = 0; j < n; ++j) s[j] -= max;
     result[hd] = max;
-    result[hd + 1] = exp_in_place(s, n);
+    result[hd + 1] = exp_in_place(s, n, max);
     std::fill_n(result, hd, 0.0f);
   }
   for (int64_t t0 = 0; t0 < n; t0 += kTileRows) {
@@ -237,6 +236,7 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
     std::vector<float> scores(tiles.queries * key_width);                // (query tile, key_width)
     std::vector<float> running_max(tiles.queries), running_sum(tiles.queries);
     std::vector<float> acc(tiles.queries * value_width);                 // (query tile, value_width) unnormalised output
+    std::vector<float> scaled(tiles.queries * hd);                       // (query tile, hd): its queries times the softmax scale
     for (int64_t unit = first_unit; unit < last_unit; ++unit) {
       const int64_t h = unit / query_tiles, qt = unit % query_tiles;
       const int64_t q0 = qt * tiles.queries, nq = std::min(tiles.queries, n_queries - q0);
@@ -249,6 +249,8 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
       std::fill(running_max.begin(), running_max.end(), -INFINITY);
       std::fill(running_sum.begin(), running_sum.end(), 0.0f);
       std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t i = 0; i < nq; ++i)
+        for (int64_t d = 0; d < hd; ++d) scaled[i * hd + d] = q[(q0 + i) * dim + h * hd + d] * scale;
       const int64_t last_key = first_position + q0 + nq;  // keys [first_key, last_key) can be seen by this tile
       const int64_t first_key = shape.window > 0 ? std::max<int64_t>(0, first_position + q0 - shape.window + 1) : 0;
       for (int64_t k0 = first_key / tiles.keys * tiles.keys; k0 < last_key; k0 += tiles.keys) {
@@ -277,7 +279,7 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
         const int64_t first_seeing = std::max<int64_t>(0, k0 - first_position - q0);
         for (int64_t i0 = first_seeing; i0 < nq; i0 += N)
           for (int64_t p = 0; p * R < nk; ++p)
-            gemm.float_tile({tile_keys + p * hd * R, q + (q0 + i0) * dim + h * hd, dim, &scores[i0 * key_width + p * R],
+            gemm.float_tile({tile_keys + p * hd * R, &scaled[i0 * hd], hd, &scores[i0 * key_width + p * R],
                              key_width, hd, std::min(R, nk - p * R), std::min(N, nq - i0), false});
         for (int64_t i = first_seeing; i < nq; ++i) {
           // Query i sees the tile's keys [begin, end): later keys are masked (causal), and so are
@@ -291,16 +293,17 @@ void attention_tiles(float* out, const float* q, int64_t first_position, int64_t
           if (begin == end) continue;  // the window has passed the whole tile
           float* seen = s + begin;
           const int64_t n = end - begin;
-          for (int64_t j = 0; j < n; ++j) seen[j] *= scale;
           const float tile_max = max_value(seen, n);  // vectorised: a scalar chain of maxima took a third of the time between the products
-          // Online softmax: rescale what was summed under the old maximum to the new one.
-          const float new_max = std::max(running_max[i], tile_max);
-          const float correction = std::exp(running_max[i] - new_max);
-          for (int64_t j = 0; j < n; ++j) seen[j] -= new_max;
-          running_sum[i] = running_sum[i] * correction + exp_in_place(seen, n);
-          running_max[i] = new_max;
-          float* acc_i = &acc[i * value_width];
-          for (int64_t d = 0; d < hd; ++d) acc_i[d] *= correction;
+          // Online softmax: rescale what was summed under the old maximum to the new one (a
+          // maximum that stays, as it mostly does after the first tiles, leaves it as it is).
+          if (tile_max > running_max[i]) {
+            const float correction = std::exp(running_max[i] - tile_max);
+            running_sum[i] *= correction;
+            float* acc_i = &acc[i * value_width];
+            for (int64_t d = 0; d < hd; ++d) acc_i[d] *= correction;
+            running_max[i] = tile_max;
+          }
+          running_sum[i] += exp_in_place(seen, n, running_max[i]);
         }
         for (int64_t i0 = first_seeing; i0 < nq; i0 += N) {
           const int64_t n = std::min(N, nq - i0);

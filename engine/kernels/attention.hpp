@@ -50,11 +50,12 @@ struct AttentionQuery {
 void attention(std::span<const AttentionQuery> queries, GgmlType kv_type, const AttentionShape& shape, Isa isa);
 
 // Tile sizes of attention_tiled: `queries` query positions meet `keys` cached positions at a
-// time. The seed chose 8 x 8; 64 x 64 measured fastest here (docs/kernels.md), so it is the default.
+// time. The seed chose 8 x 8; 128 x 128 measured fastest (docs/attention.md), so it is the default.
 struct AttentionTiles {
-  int64_t queries = 64;
-  int64_t keys = 64;
+  int64_t queries = 128;
+  int64_t keys = 128;
 };
+inline constexpr const char* kDefaultAttentionTiles = "128x128";  // AttentionTiles{} as --attn-tile writes it
 AttentionTiles parse_attention_tiles(const std::string& text);  // "8x8"; 1..128 each, else an Error
 
 // Causal attention of n_queries consecutive positions first_position.. at once (prefill), each

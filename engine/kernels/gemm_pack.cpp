@@ -183,17 +183,4 @@ template void pack_integer_rows<Iq4NlRow>(const WeightMatrix&, int64_t, int64_t,
 template void pack_interleaved_rows<BlockQ8_0>(const WeightMatrix&, int64_t, int64_t, int64_t, int, PanelWeights, std::byte*);
 template void pack_interleaved_rows<BlockQ4_0>(const WeightMatrix&, int64_t, int64_t, int64_t, int, PanelWeights, std::byte*);
 
-void quantize_activations(const float* x, ActivationBlock* out, int64_t cols) {
-  for (int64_t b = 0; b < cols / kQuantBlock; ++b) {
-    BlockQ8_0 block;
-    quantize_row_q8_0(x + b * kQuantBlock, &block, kQuantBlock);
-    out[b].scale = fp16_to_fp32(block.scale);
-    int32_t halves[2] = {0, 0};
-    for (int j = 0; j < kQuantBlock; ++j) halves[j / (kQuantBlock / 2)] += block.q[j];
-    out[b].offset_sum = -128 * (halves[0] + halves[1]);
-    for (int h = 0; h < 2; ++h) out[b].half_sums[h] = out[b].scale * static_cast<float>(halves[h]);
-    std::memcpy(out[b].q, block.q, kQuantBlock);
-  }
-}
-
 }  // namespace cpullm

@@ -37,18 +37,19 @@ inline Lanes exp_lanes(Lanes x) {
 }
 inline float exp_vectorisable(float x) { return exp_lanes(Lanes{} + x)[0]; }
 
-// x (n) = e^x, a vector at a time; returns the sum of the results.
-inline float exp_in_place(float* x, int64_t n) {
+// x (n) = e^(x - shift), a vector at a time (softmax's shift: its largest value); returns the
+// sum of the results.
+inline float exp_in_place(float* x, int64_t n, float shift = 0.0f) {
   Lanes sums = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    const Lanes e = exp_lanes(load_lanes(x + i));
+    const Lanes e = exp_lanes(load_lanes(x + i) - shift);
     store_lanes(x + i, e);
     sums += e;
   }
   float sum = 0.0f;
   for (int64_t l = 0; l < kLanes; ++l) sum += sums[l];
-  for (; i < n; ++i) sum += x[i] = exp_vectorisable(x[i]);
+  for (; i < n; ++i) sum += x[i] = exp_vectorisable(x[i] - shift);
   return sum;
 }
 

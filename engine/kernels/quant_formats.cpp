@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/kernels/gemm.hpp"
 #include "engine/util/half.hpp"
 
 namespace cpullm {
@@ -37,35 +38,68 @@ void dequantize_row_int8_channel(const std::byte* row, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = d * static_cast<float>(q[i]);
 }
 
+namespace {
+
+// One Q8_0 block of x[0..32): its FP16 scale, and its 32 int8 values in order in a register.
 // Vectorised (AVX2, the baseline), with the scalar reference's exact arithmetic: the same
-// amax, the same x * (1 / d) products and the same rounding, so it writes the same bytes. Every
-// matvec and GEMM quantizes its activations here, so its speed shows in decode.
-void quantize_row_q8_0(const float* x, BlockQ8_0* out, int64_t n) {
+// amax, the same x * (1 / d) products and the same rounding, so it gives the same bytes. Every
+// matvec and GEMM quantizes its activations here, so its speed shows in decode and prefill.
+struct Q8_0Values {
+  uint16_t scale;  // FP16
+  __m256i q;       // 32 int8
+};
+inline Q8_0Values quantize_block_q8_0(const float* x) {
   const __m256 sign_bit = _mm256_set1_ps(-0.0f), half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
-  for (int64_t b = 0; b < n / kQuantBlock; ++b, x += kQuantBlock) {
-    __m256 v[4], amax8 = _mm256_setzero_ps();
-    for (int i = 0; i < 4; ++i) {
-      v[i] = _mm256_loadu_ps(x + 8 * i);
-      amax8 = _mm256_max_ps(amax8, _mm256_andnot_ps(sign_bit, v[i]));
-    }
-    __m128 amax4 = _mm_max_ps(_mm256_castps256_ps128(amax8), _mm256_extractf128_ps(amax8, 1));
-    amax4 = _mm_max_ps(amax4, _mm_movehl_ps(amax4, amax4));
-    const float amax = std::max(_mm_cvtss_f32(amax4), _mm_cvtss_f32(_mm_movehdup_ps(amax4)));
-    const float d = amax / 127.0f;
-    const __m256 inverse = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
-    out[b].scale = fp32_to_fp16(d);
-    __m256i q[4];
-    for (int i = 0; i < 4; ++i) {  // round_half_away, eight at a time
-      const __m256 p = _mm256_mul_ps(v[i], inverse);
-      const __m256 t = _mm256_round_ps(p, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-      const __m256 away = _mm256_cmp_ps(_mm256_andnot_ps(sign_bit, _mm256_sub_ps(p, t)), half, _CMP_GE_OQ);
-      const __m256 step = _mm256_and_ps(away, _mm256_or_ps(one, _mm256_and_ps(sign_bit, p)));
-      q[i] = _mm256_cvttps_epi32(_mm256_add_ps(t, step));
-    }
-    // int32 -> int8 (all within -127..127); packs interleave 128-bit lanes, the permute restores order.
-    const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].q),
-                        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  __m256 v[4], amax8 = _mm256_setzero_ps();
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_loadu_ps(x + 8 * i);
+    amax8 = _mm256_max_ps(amax8, _mm256_andnot_ps(sign_bit, v[i]));
+  }
+  __m128 amax4 = _mm_max_ps(_mm256_castps256_ps128(amax8), _mm256_extractf128_ps(amax8, 1));
+  amax4 = _mm_max_ps(amax4, _mm_movehl_ps(amax4, amax4));
+  const float amax = std::max(_mm_cvtss_f32(amax4), _mm_cvtss_f32(_mm_movehdup_ps(amax4)));
+  const float d = amax / 127.0f;
+  const __m256 inverse = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+  __m256i q[4];
+  for (int i = 0; i < 4; ++i) {  // round_half_away, eight at a time
+    const __m256 p = _mm256_mul_ps(v[i], inverse);
+    const __m256 t = _mm256_round_ps(p, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 away = _mm256_cmp_ps(_mm256_andnot_ps(sign_bit, _mm256_sub_ps(p, t)), half, _CMP_GE_OQ);
+    const __m256 step = _mm256_and_ps(away, _mm256_or_ps(one, _mm256_and_ps(sign_bit, p)));
+    q[i] = _mm256_cvttps_epi32(_mm256_add_ps(t, step));
+  }
+  // int32 -> int8 (all within -127..127); packs interleave 128-bit lanes, the permute restores order.
+  const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+  return {fp32_to_fp16(d), _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))};
+}
+
+}  // namespace
+
+void quantize_row_q8_0(const float* x, BlockQ8_0* out, int64_t n) {
+  for (int64_t b = 0; b < n / kQuantBlock; ++b) {
+    const Q8_0Values block = quantize_block_q8_0(x + b * kQuantBlock);
+    out[b].scale = block.scale;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].q), block.q);
+  }
+}
+
+// The sums of each 16-value half come from the block's register: q + 128 (q xor 0x80) is
+// unsigned, and vpsadbw sums 8 such bytes at a time. A loop over the stored bytes took as long as
+// quantizing them (bench_kernels prefill profile).
+void quantize_activations(const float* x, ActivationBlock* out, int64_t cols) {
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < cols / kQuantBlock; ++b) {
+    const Q8_0Values block = quantize_block_q8_0(x + b * kQuantBlock);
+    ActivationBlock& a = out[b];
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.q), block.q);
+    // Four sums of 8 bytes of q + 128: bytes 0-7, 8-15 in the low lane; 16-23, 24-31 in the high.
+    const __m256i sums = _mm256_sad_epu8(_mm256_xor_si256(block.q, bias), _mm256_setzero_si256());
+    const __m128i low = _mm256_castsi256_si128(sums), high = _mm256_extracti128_si256(sums, 1);
+    const int32_t halves[2] = {static_cast<int32_t>(_mm_cvtsi128_si64(low) + _mm_extract_epi64(low, 1)) - 16 * 128,
+                               static_cast<int32_t>(_mm_cvtsi128_si64(high) + _mm_extract_epi64(high, 1)) - 16 * 128};
+    a.scale = fp16_to_fp32(block.scale);
+    a.offset_sum = -128 * (halves[0] + halves[1]);
+    for (int h = 0; h < 2; ++h) a.half_sums[h] = a.scale * static_cast<float>(halves[h]);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/kernels/attention.hpp"
 #include "engine/model/kv_cache.hpp"
 #include "engine/runtime/topology.hpp"
 #include "engine/sampling/sampler.hpp"
@@ -32,7 +33,7 @@ struct RunConfig {
   std::string numa;                    // "mpi": one rank per process (mpirun), each its share of every projection; "": one process
 
   // The model's run.
-  std::string attn_tile = "64x64";     // prompt attention tile, QUERIESxKEYS
+  std::string attn_tile = kDefaultAttentionTiles;  // prompt attention tile, QUERIESxKEYS
   std::string kv_type{kv_type_name(kDefaultKvType)};  // KV cache element type (kv_types())
   int64_t context = 0;                 // positions per sequence; 0: min(trained context, 4096)
   int sequences = 1;                   // sequences in flight at once

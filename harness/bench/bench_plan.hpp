@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+#include "engine/kernels/attention.hpp"
+#include "engine/model/kv_cache.hpp"
 
 namespace cpullm {
 
@@ -41,10 +43,10 @@ struct BenchPoint {
   int64_t n_batch = 512;
   int n_seq = 1;
   std::string isa;               // "" : the best this CPU has
-  std::string attn_tile = "64x64";
+  std::string attn_tile = kDefaultAttentionTiles;
   std::string binding = "none";
   std::string placement = "first-touch";
-  std::string kv_type = "f32";
+  std::string kv_type{kv_type_name(kDefaultKvType)};
   bool prefetch = false;
   std::string numa;              // llama-bench's --numa mode it came from, "" : none
   std::string cpuset;

@@ -14,6 +14,7 @@
 
 #include "engine/format/gguf.hpp"
 #include "engine/format/gguf_writer.hpp"
+#include "engine/kernels/gemm.hpp"
 #include "engine/kernels/quant_formats.hpp"
 #include "engine/kernels/weight_formats.hpp"
 #include "engine/quant/quantize_model.hpp"
@@ -127,6 +128,35 @@ TEST(Quantize, Q8_0QuantizerMatchesTheScalarReference) {
     ASSERT_EQ(std::memcmp(&fast[b], &expected[b], sizeof(BlockQ8_0)), 0) << "block " << b;
   }
   EXPECT_EQ(fast[2].q[1], -2);  // -1.5 rounds away from zero
+}
+
+// The GEMM's activation blocks: the Q8_0 block's values, its scale in FP32, and the sums the
+// integer micro-kernels start from, against sums of the stored bytes; blocks of all +127, all
+// -127 (the extremes of the q + 128 trick) and zeros among random ones.
+TEST(Quantize, ActivationBlocksCarryTheirQ8_0ValuesAndSums) {
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
+  constexpr int kBlocks = 16;
+  std::vector<float> x(kBlocks * kQuantBlock);
+  for (float& v : x) v = dist(rng);
+  std::fill_n(x.begin(), kQuantBlock, 2.5f);                    // all +127
+  std::fill_n(x.begin() + kQuantBlock, kQuantBlock, -0.75f);    // all -127
+  std::fill_n(x.begin() + 2 * kQuantBlock, kQuantBlock, 0.0f);  // scale 0
+  std::vector<BlockQ8_0> blocks(kBlocks);
+  std::vector<ActivationBlock> activations(kBlocks);
+  quantize_row_q8_0(x.data(), blocks.data(), static_cast<int64_t>(x.size()));
+  quantize_activations(x.data(), activations.data(), static_cast<int64_t>(x.size()));
+  for (int b = 0; b < kBlocks; ++b) {
+    const ActivationBlock& a = activations[b];
+    ASSERT_EQ(std::memcmp(a.q, blocks[b].q, kQuantBlock), 0) << "block " << b;
+    EXPECT_EQ(a.scale, fp16_to_fp32(blocks[b].scale)) << "block " << b;
+    int32_t halves[2] = {0, 0};
+    for (int j = 0; j < kQuantBlock; ++j) halves[j / 16] += blocks[b].q[j];
+    EXPECT_EQ(a.offset_sum, -128 * (halves[0] + halves[1])) << "block " << b;
+    for (int h = 0; h < 2; ++h) EXPECT_EQ(a.half_sums[h], a.scale * static_cast<float>(halves[h])) << "block " << b;
+  }
+  EXPECT_EQ(activations[0].offset_sum, -128 * 32 * 127);
+  EXPECT_EQ(activations[1].offset_sum, 128 * 32 * 127);
 }
 
 TEST(Quantize, MatchesLlamaCppByteForByte) {
