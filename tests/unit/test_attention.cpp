@@ -286,6 +286,10 @@ TEST(AttentionTiles, ParsesAndRefuses) {
   EXPECT_EQ(t.queries, 16);
   EXPECT_EQ(t.keys, 64);
   for (const char* bad : {"8", "0x8", "8x129", "8x8x8", "axb", "8*8", ""}) EXPECT_THROW(parse_attention_tiles(bad), Error) << bad;
+  // The flag's default text and the struct's defaults are one tile.
+  const AttentionTiles by_default = parse_attention_tiles(kDefaultAttentionTiles);
+  EXPECT_EQ(by_default.queries, AttentionTiles{}.queries);
+  EXPECT_EQ(by_default.keys, AttentionTiles{}.keys);
 }
 
 }  // namespace
